@@ -1,0 +1,270 @@
+"""Inventory output in the S3 Inventory format: Parquet parts, manifest.json, manifest.checksum.
+
+Layout under the run's output root (a local directory or s3://bucket/prefix):
+    data/<range-id>-<n>.parquet   Parquet parts, written as pages arrive
+    stats/<range-id>.json         per-invocation statistics (merged by the reducer)
+    manifest.json, manifest.checksum, hive/dt=.../symlink.txt
+    summary.json, report.txt, ranges.json
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .model import PartFile
+
+INVENTORY_SCHEMA = pa.schema(
+    [
+        pa.field("bucket", pa.string(), nullable=False),
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("size", pa.int64()),
+        pa.field("last_modified_date", pa.timestamp("ms", tz="UTC")),
+        pa.field("e_tag", pa.string()),
+        pa.field("storage_class", pa.string()),
+        pa.field("is_multipart_uploaded", pa.bool_()),
+        pa.field("checksum_algorithm", pa.string()),
+    ]
+)
+
+# The Parquet message type string S3 Inventory puts in manifest.json's fileSchema.
+FILE_SCHEMA = (
+    "message s3.inventory { required binary bucket (UTF8); required binary key (UTF8); "
+    "optional int64 size; optional int64 last_modified_date (TIMESTAMP_MILLIS); "
+    "optional binary e_tag (UTF8); optional binary storage_class (UTF8); "
+    "optional boolean is_multipart_uploaded; optional binary checksum_algorithm (UTF8);}"
+)
+
+
+class OutputStore(Protocol):
+    """Where a run's files go. Keys are relative ("data/r00001-0000.parquet")."""
+
+    def put_bytes(self, key: str, data: bytes) -> None: ...
+
+    def put_file(self, key: str, path: str) -> None: ...
+
+    def get_bytes(self, key: str) -> bytes: ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def uri(self, key: str = "") -> str: ...
+
+
+class LocalStore:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        p = (self.root / key).resolve()
+        if self.root.resolve() not in p.parents and p != self.root.resolve():
+            raise ValueError(f"output key escapes the output directory: {key!r}")
+        return p
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        p = self._path(key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(p)
+
+    def put_file(self, key: str, path: str) -> None:
+        p = self._path(key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(path, p)
+
+    def get_bytes(self, key: str) -> bytes:
+        return self._path(key).read_bytes()
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).exists()
+
+    def uri(self, key: str = "") -> str:
+        return str(self.root / key) if key else str(self.root)
+
+
+class S3Store:
+    def __init__(self, s3: Any, bucket: str, prefix: str = "") -> None:
+        self.s3 = s3
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def put_file(self, key: str, path: str) -> None:
+        self.s3.upload_file(path, self.bucket, self._key(key))
+        os.unlink(path)
+
+    def get_bytes(self, key: str) -> bytes:
+        body: bytes = self.s3.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        return body
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.s3.head_object(Bucket=self.bucket, Key=self._key(key))
+            return True
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+
+    def uri(self, key: str = "") -> str:
+        k = self._key(key)
+        return f"s3://{self.bucket}/{k}"
+
+    def key_for(self, key: str) -> str:
+        return self._key(key)
+
+
+def _file_md5(path: str) -> str:
+    h = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class PartWriter:
+    """Streams listed objects into Parquet parts with bounded memory.
+
+    Rows are buffered per column up to ``row_group_rows``, then written as one row group to a
+    temporary file; at ``part_rows`` the part is closed and handed to the store (and the temporary
+    file deleted), so neither memory nor local disk grows with the size of the shard.
+    """
+
+    def __init__(
+        self,
+        store: OutputStore,
+        bucket: str,
+        name: str,
+        *,
+        row_group_rows: int = 50_000,
+        part_rows: int = 1_000_000,
+        tmpdir: str | None = None,
+    ) -> None:
+        self.store = store
+        self.bucket = bucket
+        self.name = name
+        self.row_group_rows = row_group_rows
+        self.part_rows = part_rows
+        self.tmpdir = tmpdir
+        self.parts: list[PartFile] = []
+        self._cols: dict[str, list[Any]] = {f.name: [] for f in INVENTORY_SCHEMA if f.name != "bucket"}
+        self._writer: pq.ParquetWriter | None = None
+        self._tmp: str | None = None
+        self._part_rows = 0
+
+    def add_page(self, contents: Sequence[dict[str, Any]]) -> None:
+        c = self._cols
+        keys, sizes, dates, etags, classes, multi, checks = (
+            c["key"], c["size"], c["last_modified_date"], c["e_tag"], c["storage_class"],
+            c["is_multipart_uploaded"], c["checksum_algorithm"],
+        )
+        for o in contents:
+            keys.append(o["Key"])
+            sizes.append(o.get("Size"))
+            dates.append(o.get("LastModified"))
+            etag = o.get("ETag")
+            if etag is not None:
+                etag = etag.strip('"')
+                multi.append("-" in etag)
+            else:
+                multi.append(None)
+            etags.append(etag)
+            classes.append(o.get("StorageClass", "STANDARD"))
+            ca = o.get("ChecksumAlgorithm")
+            checks.append(ca[0] if ca else None)
+        if len(keys) >= self.row_group_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        n = len(self._cols["key"])
+        if n == 0:
+            return
+        arrays = [pa.array([self.bucket] * n, pa.string())]
+        arrays += [pa.array(self._cols[f.name], f.type) for f in INVENTORY_SCHEMA if f.name != "bucket"]
+        table = pa.Table.from_arrays(arrays, schema=INVENTORY_SCHEMA)
+        for v in self._cols.values():
+            v.clear()
+        if self._writer is None:
+            fd, self._tmp = tempfile.mkstemp(suffix=".parquet", dir=self.tmpdir)
+            os.close(fd)
+            self._writer = pq.ParquetWriter(self._tmp, INVENTORY_SCHEMA, compression="snappy")
+        self._writer.write_table(table)
+        self._part_rows += n
+        if self._part_rows >= self.part_rows:
+            self._close_part()
+
+    def _close_part(self) -> None:
+        if self._writer is None or self._tmp is None:
+            return
+        self._writer.close()
+        key = f"data/{self.name}-{len(self.parts):04d}.parquet"
+        size = os.path.getsize(self._tmp)
+        md5 = _file_md5(self._tmp)
+        self.store.put_file(key, self._tmp)
+        if os.path.exists(self._tmp):
+            os.unlink(self._tmp)
+        self.parts.append(PartFile(key=key, size=size, md5=md5, rows=self._part_rows))
+        self._writer, self._tmp, self._part_rows = None, None, 0
+
+    def close(self) -> list[PartFile]:
+        self._flush()
+        self._close_part()
+        return self.parts
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if self._tmp and os.path.exists(self._tmp):
+            os.unlink(self._tmp)
+        self._writer, self._tmp = None, None
+
+
+def write_manifest(
+    store: OutputStore,
+    source_bucket: str,
+    parts: Iterable[PartFile],
+    *,
+    destination_arn: str,
+    key_prefix: str = "",
+    created_ms: int | None = None,
+) -> dict[str, Any]:
+    """manifest.json (S3 Inventory format), manifest.checksum, and a Hive symlink.txt."""
+    created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
+    files = [
+        {"key": f"{key_prefix}{p.key}", "size": p.size, "MD5checksum": p.md5}
+        for p in sorted(parts, key=lambda p: p.key)
+    ]
+    manifest = {
+        "sourceBucket": source_bucket,
+        "destinationBucket": destination_arn,
+        "version": "2016-11-30",
+        "creationTimestamp": str(created_ms),
+        "fileFormat": "Parquet",
+        "fileSchema": FILE_SCHEMA,
+        "files": files,
+    }
+    body = json.dumps(manifest, indent=2).encode()
+    store.put_bytes("manifest.json", body)
+    store.put_bytes("manifest.checksum", hashlib.md5(body, usedforsecurity=False).hexdigest().encode())
+    dt = time.strftime("%Y-%m-%d-%H-%M", time.gmtime(created_ms / 1000))
+    store.put_bytes(f"hive/dt={dt}/symlink.txt", "".join(store.uri(f["key"][len(key_prefix):]) + "\n"
+                                                            for f in files).encode())
+    return manifest

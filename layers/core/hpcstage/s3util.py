@@ -1,0 +1,116 @@
+"""The S3 adapter: client construction, URL parsing, and one counted ListObjectsV2 call.
+
+Throttling (503 SlowDown) and 5xx are retried by botocore's "standard" retry mode, which uses
+exponential backoff with full jitter; we count the retries it made from the response metadata.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote_plus
+
+from botocore.config import Config
+from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+
+from .errors import BucketError, InputError
+
+LIST_MAX_KEYS = 1000
+# S3 Standard LIST price: $0.005 per 1,000 requests (billed with PUT/COPY/POST).
+LIST_PRICE_PER_1000 = 0.005
+
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+
+
+def retry_config(max_attempts: int = 10, pool: int = 50) -> Config:
+    return Config(
+        retries={"mode": "standard", "max_attempts": max_attempts},
+        max_pool_connections=pool,
+        connect_timeout=10,
+        read_timeout=60,
+    )
+
+
+def make_s3_client(endpoint_url: str | None = None, region: str | None = None, pool: int = 50) -> Any:
+    import boto3  # imported here so that importing the core never needs AWS configuration
+
+    session = boto3.session.Session()
+    return session.client("s3", endpoint_url=endpoint_url, region_name=region, config=retry_config(pool=pool))
+
+
+@dataclass(frozen=True)
+class S3Url:
+    bucket: str
+    prefix: str
+
+    def __str__(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+def parse_s3_url(url: str) -> S3Url:
+    if not url.startswith("s3://"):
+        raise InputError(f"not an S3 URL (expected s3://bucket[/prefix]): {url!r}")
+    rest = url[len("s3://") :]
+    bucket, _, prefix = rest.partition("/")
+    if not _BUCKET_RE.match(bucket) or ".." in bucket:
+        raise InputError(f"invalid bucket name {bucket!r} in {url!r}")
+    return S3Url(bucket=bucket, prefix=prefix)
+
+
+class RequestCounter:
+    """Thread-safe LIST request tally (requests S3 answered, and retries botocore made)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests = 0
+        self.retries = 0
+
+    def add(self, requests: int, retries: int) -> None:
+        with self._lock:
+            self.requests += requests
+            self.retries += retries
+
+
+def list_page(
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    *,
+    start_after: str | None = None,
+    token: str | None = None,
+    max_keys: int = LIST_MAX_KEYS,
+    counter: RequestCounter | None = None,
+) -> dict[str, Any]:
+    """One ListObjectsV2 call with EncodingType=url; keys in the answer are decoded in place."""
+    params: dict[str, Any] = {"Bucket": bucket, "MaxKeys": max_keys, "EncodingType": "url"}
+    if prefix:
+        params["Prefix"] = prefix
+    if token:
+        params["ContinuationToken"] = token
+    elif start_after is not None:
+        params["StartAfter"] = start_after
+    try:
+        resp: dict[str, Any] = s3.list_objects_v2(**params)
+    except ClientError as err:
+        raise translate_client_error(err, bucket) from err
+    except (EndpointConnectionError, NoCredentialsError) as err:
+        raise BucketError(f"cannot reach S3 for bucket {bucket!r}: {err}") from err
+    if counter is not None:
+        counter.add(1, int(resp.get("ResponseMetadata", {}).get("RetryAttempts", 0)))
+    if resp.get("EncodingType") == "url":
+        for obj in resp.get("Contents", ()):
+            obj["Key"] = unquote_plus(obj["Key"])
+    return resp
+
+
+def translate_client_error(err: ClientError, bucket: str) -> Exception:
+    code = err.response.get("Error", {}).get("Code", "")
+    if code in ("NoSuchBucket", "404"):
+        return BucketError(f"no such bucket: {bucket}")
+    if code in ("AccessDenied", "403", "AllAccessDisabled"):
+        return BucketError(f"access denied listing bucket {bucket} (needs s3:ListBucket)")
+    if code in ("PermanentRedirect", "AuthorizationHeaderMalformed", "301"):
+        return BucketError(f"bucket {bucket} is in another region: set --region or AWS_REGION")
+    return err
