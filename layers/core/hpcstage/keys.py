@@ -11,6 +11,7 @@ increasing order. The arithmetic only decides *where* cuts fall.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 
 # Bytes of the suffix (after the common prefix) used as the coordinate; 16 bytes resolves
@@ -83,18 +84,116 @@ def upper_bound(prefix: str) -> bytes:
     return encode(prefix) + _TOP
 
 
-class Interval:
-    """Coordinates for the open interval (lo, hi) of key space, relative to their common prefix."""
+END = -1  # the end-of-key marker sorts before every byte ("abc" < "abc/...")
+ALPHABET_POSITIONS = 48  # positions after the common prefix that a coordinate resolves
 
-    def __init__(self, lo: bytes, hi: bytes) -> None:
+
+class Alphabet:
+    """The byte values seen at each position of sampled keys.
+
+    Real key spaces use few of the 256 byte values at each position (hex digits, a constant
+    "/part-", a month 01-12). Coordinates in a mixed radix over the *observed* values make
+    interpolation roughly proportional to key rank, where plain base-256 coordinates would
+    overstate an alphabet of 16 by 16x per position and a constant segment by 256x.
+    """
+
+    # Shallow positions are seen in few samples, so their observed alphabet is incomplete
+    # (runs starting with "0" and "3" say nothing of "1", "2" or "9"). A position that shows two
+    # members of one of these classes is assumed to use the whole class; a position that shows
+    # one value (a constant segment such as "/part-") stays constant.
+    CLASSES = ((0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A))
+
+    def __init__(self) -> None:
+        self.values: list[list[int]] = []
+        self._seen: list[set[int]] = []
+
+    def add(self, key: bytes) -> None:
+        for p in range(len(key) + 1):
+            v = key[p] if p < len(key) else END
+            if p == len(self._seen):
+                self._seen.append(set())
+                self.values.append([])
+            seen = self._seen[p]
+            if v not in seen:
+                seen.add(v)
+                closed = set(seen)
+                for lo, hi in self.CLASSES:
+                    if sum(1 for x in seen if lo <= x <= hi) >= 2:
+                        closed.update(range(lo, hi + 1))
+                self.values[p] = sorted(closed)
+            if v == END:
+                break
+
+    def radix(self, p: int) -> int:
+        return max(1, len(self.values[p])) if p < len(self.values) else 1
+
+    def coord(self, key: bytes, start: int, n: int) -> int:
+        """Mixed-radix value of key[start:start+n]; monotone non-decreasing in key order."""
+        value = 0
+        mode = 0  # 0 exact so far, -1 key is below this branch (digits 0), +1 above (digits max)
+        for p in range(start, start + n):
+            r = self.radix(p)
+            if mode == 0:
+                v = key[p] if p < len(key) else END
+                col = self.values[p] if p < len(self.values) else []
+                i = bisect.bisect_right(col, v) - 1
+                if i < 0:
+                    d, mode = 0, -1
+                else:
+                    d = i
+                    if col[i] != v:
+                        mode = 1
+                    elif v == END:
+                        mode = -1
+            else:
+                d = 0 if mode < 0 else r - 1
+            value = value * r + d
+        return value
+
+    def key_from(self, value: int, start: int, n: int) -> bytes:
+        digits = []
+        for p in reversed(range(start, start + n)):
+            r = self.radix(p)
+            value, d = divmod(value, r)
+            digits.append((p, d))
+        out = bytearray()
+        for p, d in reversed(digits):
+            col = self.values[p] if p < len(self.values) else []
+            v = col[d] if d < len(col) else END
+            if v == END:
+                break
+            out.append(v)
+        return bytes(out)
+
+    def width(self, start: int, n: int) -> int:
+        w = 1
+        for p in range(start, start + n):
+            w *= self.radix(p)
+        return w
+
+
+class Interval:
+    """Coordinates for the open interval (lo, hi) of key space, relative to their common prefix.
+
+    With an Alphabet, coordinates are mixed-radix over observed byte values; without one, the
+    key's bytes are read as a base-256 number.
+    """
+
+    def __init__(self, lo: bytes, hi: bytes, alphabet: Alphabet | None = None) -> None:
         if not lo < hi:
             raise ValueError(f"empty interval: {lo!r} >= {hi!r}")
         self.lo = lo
         self.hi = hi
         self.base = common_prefix(lo, hi)
+        self.alphabet = alphabet
         n = len(self.base)
-        self.lo_c = to_coord(lo[n:])
-        self.hi_c = to_coord(hi[n:])
+        if alphabet is not None:
+            self.npos = ALPHABET_POSITIONS
+            self.lo_c = alphabet.coord(lo, n, self.npos)
+            self.hi_c = alphabet.coord(hi, n, self.npos)
+        else:
+            self.lo_c = to_coord(lo[n:])
+            self.hi_c = to_coord(hi[n:])
         if self.hi_c <= self.lo_c:
             # lo is a strict prefix of hi's coordinate window at this width (e.g. lo="a", hi="a\0\0..."):
             # widen by one unit so interpolation stays monotone.
@@ -111,7 +210,8 @@ class Interval:
         if key >= self.hi:
             return self.hi_c
         n = len(self.base)
-        return min(max(to_coord(key[n:]), self.lo_c), self.hi_c)
+        c = self.alphabet.coord(key, n, self.npos) if self.alphabet is not None else to_coord(key[n:])
+        return min(max(c, self.lo_c), self.hi_c)
 
     def at(self, fraction: float) -> str | None:
         """A valid UTF-8 key strictly inside (lo, hi) near ``fraction`` of the way, or None."""
@@ -121,7 +221,10 @@ class Interval:
 
     def key_at(self, coord: int) -> str | None:
         coord = min(max(coord, self.lo_c), self.hi_c)
-        raw = self.base + from_coord(coord)
+        if self.alphabet is not None:
+            raw = self.base + self.alphabet.key_from(coord, len(self.base), self.npos)
+        else:
+            raw = self.base + from_coord(coord)
         for candidate in (ceil_utf8(raw), floor_utf8(raw)):
             if candidate is None:
                 continue

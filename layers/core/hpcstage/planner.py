@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InputError
-from .keys import Interval, bit_reversal_order, encode, upper_bound
+from .keys import Alphabet, Interval, bit_reversal_order, encode, upper_bound
 from .model import KeyRange, Plan
 from .s3util import RequestCounter, list_page
 
@@ -44,13 +44,13 @@ class PlannerConfig:
     min_shard_objects: int = 2_000
     probe_keys: int = 100
     first_round_probes: int = 0  # 0 = derived from target_shards
-    rounds: int = 4
+    rounds: int = 6
     max_probes: int = 0  # 0 = derived from target_shards
     workers: int = 32
 
     def derived(self) -> tuple[int, int]:
-        first = self.first_round_probes or max(8, min(256, self.target_shards))
-        budget = self.max_probes or max(16, 2 * self.target_shards)
+        first = self.first_round_probes or max(64, min(256, 2 * self.target_shards))
+        budget = self.max_probes or max(128, 4 * self.target_shards)
         return first, budget
 
 
@@ -70,6 +70,7 @@ class _Knowledge:
         self.hi = hi
         self.keys: list[str] = []  # sorted, distinct, all inside (lo, hi]
         self.known: list[tuple[str, str]] = []  # merged (a, b] intervals that are fully enumerated
+        self.alphabet = Alphabet()
 
     def add_probe(self, point: str, keys: Sequence[str], truncated: bool) -> None:
         inside = [k for k in keys if self.lo < k <= self.hi]
@@ -81,6 +82,7 @@ class _Knowledge:
             i = bisect.bisect_left(self.keys, k)
             if i == len(self.keys) or self.keys[i] != k:
                 self.keys.insert(i, k)
+                self.alphabet.add(encode(k))
         self._add_known(max(point, self.lo), min(end, self.hi))
 
     def _add_known(self, a: str, b: str) -> None:
@@ -105,7 +107,10 @@ class _Knowledge:
 
     def interval(self, lo: str, hi: str) -> Interval | None:
         lo_b, hi_b = self._frame_bytes(lo, hi)
-        return Interval(lo_b, hi_b) if lo_b < hi_b else None
+        if lo_b >= hi_b:
+            return None
+        # Before any key is seen there is no alphabet to learn from: plain byte coordinates.
+        return Interval(lo_b, hi_b, self.alphabet if self.alphabet.values else None)
 
     def segments(self) -> list[tuple[str, str, bool]]:
         """(a, b, is_known) pieces covering (lo, hi] in order."""
@@ -209,24 +214,61 @@ def _initial_points(kb: _Knowledge, n: int) -> list[str]:
     return sorted(set(points))
 
 
-def _refine_points(kb: _Knowledge, limit: int, threshold: float) -> list[str]:
-    """Midpoints of the largest gaps whose estimate exceeds ``threshold``."""
-    gaps = sorted((g for g in kb.gaps() if g.estimate > threshold), key=lambda g: -g.estimate)
+def _refine_points(kb: _Knowledge, limit: int, target: float) -> list[str]:
+    """Probe points inside the gaps whose estimate exceeds half a shard, largest first.
+
+    A gap gets up to 16 evenly spaced points, in proportion to its estimate, so the number of
+    resolved regions grows geometrically per round instead of doubling.
+    """
+    gaps = sorted((g for g in kb.gaps() if g.estimate > target / 2), key=lambda g: -g.estimate)
     points: list[str] = []
-    for g in gaps[:limit]:
+    for g in gaps:
+        if len(points) >= limit:
+            break
         frame = kb.interval(g.lo, g.hi)
         if frame is None:
             continue
-        p = frame.at(0.5)
+        est = g.estimate if math.isfinite(g.estimate) else 16 * target
+        m = int(min(16, max(2, math.ceil(est / max(1.0, target)))))
+        for i in range(1, m):
+            p = frame.at(i / m)
+            if p is not None and g.lo < p < g.hi:
+                points.append(p)
+    # Exploration: estimates come from an alphabet learned from what was seen, so a region never
+    # sampled can look empty. Spend the rest of the round on the other gaps, widest first in plain
+    # byte coordinates (which never under-state a region).
+    rest = [g for g in kb.gaps() if g.estimate <= target / 2]
+    rest.sort(key=lambda g: -_byte_width_log(kb, g))
+    for g in rest:
+        if len(points) >= limit:
+            break
+        lo_b, hi_b = kb._frame_bytes(g.lo, g.hi)
+        if lo_b >= hi_b:
+            continue
+        p = Interval(lo_b, hi_b).at(0.5)
         if p is not None and g.lo < p < g.hi:
             points.append(p)
-    return sorted(set(points))
+    return sorted(set(points))[:limit]
+
+
+def _byte_width_log(kb: _Knowledge, g: _Gap) -> float:
+    lo_b, hi_b = kb._frame_bytes(g.lo, g.hi)
+    if lo_b >= hi_b:
+        return -math.inf
+    iv = Interval(lo_b, hi_b)
+    # Width relative to the position where the bounds differ: shallower differences are wider.
+    return math.log(max(iv.width, 1)) - 8 * math.log(256) * len(iv.base) / 8
 
 
 def _explore(kb: _Knowledge, prober: _Prober, cfg: PlannerConfig, first: int, budget: int) -> int:
     """Probe rounds; returns the number of probes sent."""
-    sent = 0
-    pts = _initial_points(kb, min(first, budget))
+    # The lower bound alone first: a missing bucket fails on one request, and a range that fits in
+    # one probe is fully known at once.
+    prober.run(kb, [kb.lo])
+    sent = 1
+    if not kb.gaps():
+        return sent
+    pts = [p for p in _initial_points(kb, min(first, budget)) if p != kb.lo]
     prober.run(kb, pts)
     sent += len(pts)
     for _ in range(cfg.rounds):
@@ -234,7 +276,7 @@ def _explore(kb: _Knowledge, prober: _Prober, cfg: PlannerConfig, first: int, bu
             break
         total = _total_estimate(kb)
         target = max(cfg.min_shard_objects, total / max(1, cfg.target_shards))
-        pts = _refine_points(kb, min(budget - sent, max(8, cfg.target_shards)), threshold=target / 2)
+        pts = _refine_points(kb, min(budget - sent, max(16, 2 * cfg.target_shards)), target)
         if not pts:
             break
         prober.run(kb, pts)
@@ -274,11 +316,13 @@ def _cut(kb: _Knowledge, parts: int, min_size: int) -> list[tuple[str, str, int]
             acc = 0.0
 
     for a, b, known in segs:
+        if acc >= target and len(out) < n_parts - 1:
+            emit(a)
         if known:
             i = bisect.bisect_right(kb.keys, a)
             j = bisect.bisect_right(kb.keys, b)
             while i < j:
-                need = int(math.ceil(target - acc))
+                need = max(1, int(math.ceil(target - acc)))
                 if j - i >= need and len(out) < n_parts - 1:
                     i += need
                     acc += need
@@ -401,6 +445,10 @@ def plan_from_hints(bucket: str, prefix: str, hints: Sequence[dict[str, Any]], t
     n = max(1, min(target_shards, total // max(1, min_shard_objects) or 1))
     target = max(1.0, total / n)
     kb = _Knowledge(prefix, BOTTOM, TOP)
+    for h in ordered:  # hint boundaries are real keys: learn the key alphabet from them
+        for bound in (h.get("start_after"), h.get("end")):
+            if bound:
+                kb.alphabet.add(encode(bound))
     cuts: list[tuple[str, str, int]] = []
     start, acc = BOTTOM, 0.0
     for h in ordered:

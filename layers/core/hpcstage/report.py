@@ -1,0 +1,215 @@
+"""Reduce shard results into summary.json and a human report; diff against a previous summary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import IncompleteInventoryError
+from .model import KeyRange, ShardResult
+from .output import OutputStore
+from .s3util import LIST_PRICE_PER_1000
+from .stats import AGE_LABELS, ARCHIVE_CLASSES, GLACIER_CLASSES, InventoryStats
+
+
+def check_complete(planned: Sequence[KeyRange], results: Sequence[ShardResult]) -> None:
+    """Every planned range, and every sub-range a stopped shard handed out, has exactly one final result.
+
+    Raises IncompleteInventoryError naming the missing or duplicated ranges: a partial count is
+    never reported as a total.
+    """
+    expected = {r.id for r in planned}
+    seen: dict[str, int] = {}
+    for res in results:
+        seen[res.range.id] = seen.get(res.range.id, 0) + 1
+        if not res.done:
+            expected.update(s.id for s in res.subranges)
+    missing = sorted(expected - set(seen))
+    dupes = sorted(k for k, n in seen.items() if n > 1)
+    extra = sorted(set(seen) - expected)
+    if missing or dupes or extra:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} range(s) without a result: {', '.join(missing[:10])}")
+        if dupes:
+            parts.append(f"{len(dupes)} range(s) with more than one result: {', '.join(dupes[:10])}")
+        if extra:
+            parts.append(f"{len(extra)} unplanned range(s): {', '.join(extra[:10])}")
+        raise IncompleteInventoryError("inventory incomplete: " + "; ".join(parts))
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} PiB"
+
+
+def size_bucket_label(bits: int) -> str:
+    if bits == 0:
+        return "0 B"
+    return f"{human_bytes(1 << (bits - 1))} – <{human_bytes(1 << bits)}"
+
+
+def build_summary(
+    *,
+    bucket: str,
+    prefix: str,
+    stats: InventoryStats,
+    results: Sequence[ShardResult],
+    probe_requests: int,
+    started: datetime,
+    finished: datetime,
+    output_uri: str,
+    planned_ranges: int,
+    list_price_per_1000: float = LIST_PRICE_PER_1000,
+) -> dict[str, Any]:
+    list_requests = probe_requests + sum(r.list_requests for r in results)
+    glacier = {c: v for c, v in stats.by_class.items() if c in GLACIER_CLASSES}
+    archive = {c: v for c, v in stats.by_class.items() if c in ARCHIVE_CLASSES}
+    seconds = max(1e-9, (finished - started).total_seconds())
+    return {
+        "bucket": bucket,
+        "prefix": prefix,
+        "objects": stats.objects,
+        "bytes": stats.bytes,
+        "list_requests": list_requests,
+        "list_cost_usd": round(list_requests * list_price_per_1000 / 1000, 6),
+        "probe_requests": probe_requests,
+        "retries": sum(r.retries for r in results),
+        "ranges_planned": planned_ranges,
+        "ranges_listed": len(results),
+        "continuations": sum(1 for r in results if not r.done),
+        "started": started.isoformat(),
+        "finished": finished.isoformat(),
+        "seconds": round(seconds, 3),
+        "objects_per_second": round(stats.objects / seconds, 1),
+        "multipart_objects": stats.multipart,
+        "by_storage_class": {c: {"objects": n, "bytes": b} for c, (n, b) in sorted(stats.by_class.items())},
+        "glacier_share": {
+            "objects": sum(v[0] for v in glacier.values()),
+            "bytes": sum(v[1] for v in glacier.values()),
+            "objects_fraction": _frac(sum(v[0] for v in glacier.values()), stats.objects),
+            "bytes_fraction": _frac(sum(v[1] for v in glacier.values()), stats.bytes),
+            "needs_restore_objects": sum(v[0] for v in archive.values()),
+        },
+        "by_prefix": {
+            "depth": stats.depth,
+            "prefixes": {
+                p: {"objects": n, "bytes": b}
+                for p, (n, b) in sorted(stats.by_prefix.items(), key=lambda kv: (-kv[1][1], kv[0]))
+            },
+        },
+        "size_histogram": [
+            {"bits": k, "range": size_bucket_label(k), "objects": n, "bytes": b}
+            for k, (n, b) in sorted(stats.size_hist.items())
+        ],
+        "age_histogram": [
+            {"age": label, "objects": n, "bytes": b} for label, (n, b) in zip(AGE_LABELS, stats.age_hist, strict=True)
+        ],
+        "largest": [{"key": k, "size": s} for s, k in sorted(stats.top, reverse=True)],
+        "oldest": _iso(stats.oldest),
+        "newest": _iso(stats.newest),
+        "output": output_uri,
+    }
+
+
+def _frac(a: int, b: int) -> float:
+    return round(a / b, 6) if b else 0.0
+
+
+def _iso(ts: float | None) -> str | None:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat() if ts is not None else None
+
+
+def diff_summaries(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """Objects and bytes added/removed per prefix between two summaries of the same target.
+
+    Summaries hold per-prefix totals, not per-object rows, so this is a net change per prefix;
+    object-level added/removed/changed comes from diff_inventories over the Parquet outputs.
+    """
+    before = previous.get("by_prefix", {}).get("prefixes", {})
+    after = current.get("by_prefix", {}).get("prefixes", {})
+    rows = []
+    for p in sorted(set(before) | set(after)):
+        b = before.get(p, {"objects": 0, "bytes": 0})
+        a = after.get(p, {"objects": 0, "bytes": 0})
+        if a != b:
+            rows.append({"prefix": p, "objects": a["objects"] - b["objects"], "bytes": a["bytes"] - b["bytes"]})
+    return {
+        "objects": current["objects"] - previous["objects"],
+        "bytes": current["bytes"] - previous["bytes"],
+        "by_prefix": rows,
+        "previous_finished": previous.get("finished"),
+    }
+
+
+def render_report(summary: dict[str, Any], top_prefixes: int = 15) -> str:
+    s = summary
+    lines = [
+        f"hpcstage inventory of s3://{s['bucket']}/{s['prefix']}",
+        f"  objects        {s['objects']:,}",
+        f"  bytes          {s['bytes']:,} ({human_bytes(s['bytes'])})",
+        f"  LIST requests  {s['list_requests']:,} (${s['list_cost_usd']:.4f}; {s['probe_requests']} for planning)",
+        f"  ranges         {s['ranges_planned']} planned, {s['ranges_listed']} listed, "
+        f"{s['continuations']} continued",
+        f"  time           {s['seconds']:.1f} s ({s['objects_per_second']:,.0f} objects/s)",
+        "",
+        "By storage class:",
+    ]
+    for c, v in s["by_storage_class"].items():
+        lines.append(f"  {c:<20} {v['objects']:>14,}  {human_bytes(v['bytes']):>12}")
+    g = s["glacier_share"]
+    lines.append(
+        f"  Glacier classes: {g['objects']:,} objects ({g['objects_fraction']:.1%}), "
+        f"{human_bytes(g['bytes'])} ({g['bytes_fraction']:.1%}); {g['needs_restore_objects']:,} need a restore"
+    )
+    lines += ["", f"Largest prefixes (depth {s['by_prefix']['depth']}):"]
+    for p, v in list(s["by_prefix"]["prefixes"].items())[:top_prefixes]:
+        lines.append(f"  {p or '(root)':<40} {v['objects']:>12,}  {human_bytes(v['bytes']):>12}")
+    lines += ["", "Sizes:"]
+    for row in s["size_histogram"]:
+        lines.append(f"  {row['range']:<26} {row['objects']:>12,}")
+    lines += ["", "Ages:"]
+    for row in s["age_histogram"]:
+        lines.append(f"  {row['age']:<8} {row['objects']:>12,}  {human_bytes(row['bytes']):>12}")
+    lines += ["", "Largest objects:"]
+    for row in s["largest"][:10]:
+        lines.append(f"  {human_bytes(row['size']):>12}  {row['key']}")
+    if "diff" in s:
+        d = s["diff"]
+        lines += ["", f"Change since the previous inventory ({d.get('previous_finished')}):",
+                  f"  objects {d['objects']:+,}  bytes {d['bytes']:+,}"]
+        for row in d["by_prefix"][:top_prefixes]:
+            lines.append(f"  {row['prefix'] or '(root)':<40} {row['objects']:+12,}  {row['bytes']:+,} B")
+    lines.append(f"\nOutput: {s['output']}")
+    return "\n".join(lines) + "\n"
+
+
+def load_stats(store: OutputStore, results: Iterable[ShardResult]) -> InventoryStats:
+    merged: InventoryStats | None = None
+    for res in results:
+        if res.stats_key is None:
+            raise IncompleteInventoryError(f"range {res.range.id} returned no statistics")
+        st = InventoryStats.from_dict(json.loads(store.get_bytes(res.stats_key)))
+        if merged is None:
+            merged = InventoryStats(prefix=st.prefix, depth=st.depth, now=st.now, top_n=st.top_n)
+        merged.merge(st)
+    return merged if merged is not None else InventoryStats()
+
+
+def ranges_document(results: Sequence[ShardResult]) -> list[dict[str, Any]]:
+    """Per-range counts in key order, for planning the next audit of the same target (hints).
+
+    Only ranges that finished are final; a stopped shard's rows are merged with its remainder's.
+    """
+    rows = []
+    for res in results:
+        end = res.checkpoint if not res.done else res.range.end
+        rows.append({"start_after": res.range.start_after, "end": end, "objects": res.objects, "bytes": res.bytes})
+    # A stopped shard covers (start_after, checkpoint]; its sub-ranges cover the rest.
+    rows.sort(key=lambda r: r["start_after"] or "")
+    return rows

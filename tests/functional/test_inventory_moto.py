@@ -1,0 +1,226 @@
+"""The inventory engine against moto S3: exact counts and bytes for buckets of many shapes."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from helpers import brute_force, seed
+from moto import mock_aws
+
+from hpcstage.inventory import InventoryOptions, run_inventory
+from hpcstage.lister import Budget, ListOptions, list_shard
+from hpcstage.model import KeyRange
+from hpcstage.output import LocalStore
+from hpcstage.planner import PlannerConfig, plan_shards
+
+CLASSES = ["STANDARD", "STANDARD", "STANDARD", "STANDARD_IA", "GLACIER", "DEEP_ARCHIVE", "INTELLIGENT_TIERING"]
+
+
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="bkt")
+        yield client
+
+
+def shape(name: str, n: int, rng: random.Random) -> list[str]:
+    if name == "hex":
+        return [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(n)]
+    if name == "hierarchy":
+        return [
+            f"lab/proj{rng.randint(0, 3)}/run={rng.randint(1, 40):03d}/lane{rng.randint(1, 8)}/"
+            f"sample_{rng.getrandbits(32):08x}.fastq.gz"
+            for _ in range(n)
+        ]
+    if name == "hot":
+        return [f"hot/{i:07d}" if i % 10 else f"cold{rng.getrandbits(20):05x}" for i in range(n)]
+    if name == "weird":
+        specials = ["ü", "中", "😀", " ", "+", "%", "&", "<", "\n", "=", "#", "?", "'", '"', "\\", "~"]
+        out = [f"{rng.choice(specials)}{i}{rng.choice(specials)}x" for i in range(n)]
+        out += ["a" * 1024, "é" * 512, "/" * 20 + "deep", "k" * 1023 + "z"]
+        return out
+    raise ValueError(name)
+
+
+def objects_for(keys: list[str], rng: random.Random) -> dict[str, tuple[int, str]]:
+    return {k: (rng.randint(0, 5000), rng.choice(CLASSES)) for k in keys}
+
+
+@pytest.mark.parametrize("name", ["hex", "hierarchy", "hot", "weird"])
+def test_exact_totals_by_shape(s3: Any, tmp_path: Path, name: str) -> None:
+    rng = random.Random(name)
+    objs = objects_for(shape(name, 6000, rng), rng)
+    seed("bkt", objs)
+    expected = (len(objs), sum(size for size, _ in objs.values()))
+    assert brute_force(s3, "bkt") == expected
+    # a small shard budget forces continuation rounds on every shape
+    opts = InventoryOptions(workers=4, shard_seconds=None, shard_pages=2,
+                            planner=PlannerConfig(target_shards=2, min_shard_objects=200, probe_keys=50))
+    summary = run_inventory(s3, "bkt", "", LocalStore(tmp_path), opts)
+    assert (summary["objects"], summary["bytes"]) == expected
+    assert summary["continuations"] > 0
+    by_class = {c: v["objects"] for c, v in summary["by_storage_class"].items()}
+    expected_classes: dict[str, int] = {}
+    for _, cls in objs.values():
+        expected_classes[cls] = expected_classes.get(cls, 0) + 1
+    assert by_class == expected_classes
+    listed = duckdb.sql(f"select key from read_parquet('{tmp_path}/data/*.parquet')").fetchall()
+    assert sorted(k for (k,) in listed) == sorted(objs)  # every key exactly once, decoded
+
+
+def test_empty_bucket(s3: Any, tmp_path: Path) -> None:
+    summary = run_inventory(s3, "bkt", "", LocalStore(tmp_path), InventoryOptions(workers=2))
+    assert (summary["objects"], summary["bytes"], summary["ranges_listed"]) == (0, 0, 1)
+    assert json.loads((tmp_path / "manifest.json").read_text())["files"] == []
+
+
+@pytest.mark.parametrize(
+    ("prefix", "expected_keys"),
+    [
+        ("data/", ["data/", "data/1", "data/2/x"]),
+        ("data", ["data", "data/", "data/1", "data/2/x", "data0", "data~"]),
+        ("nothing/", []),
+        ("data/2/x", ["data/2/x"]),
+    ],
+)
+def test_prefix_edge_cases(s3: Any, tmp_path: Path, prefix: str, expected_keys: list[str]) -> None:
+    keys = ["a", "data", "data/", "data/1", "data/2/x", "data0", "data~", "datb", "z"]
+    seed("bkt", {k: (len(k), "STANDARD") for k in keys})
+    summary = run_inventory(
+        s3, "bkt", prefix, LocalStore(tmp_path),
+        InventoryOptions(workers=2, planner=PlannerConfig(target_shards=3, min_shard_objects=1, probe_keys=1)),
+    )
+    assert summary["objects"] == len(expected_keys)
+    assert summary["bytes"] == sum(len(k) for k in expected_keys)
+
+
+def test_resumed_shard_yields_exactly_the_uninterrupted_rows(s3: Any, tmp_path: Path) -> None:
+    rng = random.Random(7)
+    objs = objects_for(shape("hierarchy", 5000, rng), rng)
+    seed("bkt", objs)
+    whole = KeyRange(id="r00000")
+    full = list_shard(s3, "bkt", "", whole, LocalStore(tmp_path / "full"))
+    assert full.done and full.objects == len(objs)
+
+    store = LocalStore(tmp_path / "resumed")
+    first = list_shard(s3, "bkt", "", whole, store, budget=Budget(max_pages=2),
+                       options=ListOptions(split_parts=3))
+    assert not first.done
+    assert first.objects == 2000 and first.checkpoint == sorted(objs)[1999]
+    assert [s.id for s in sorted(first.subranges, key=lambda r: r.start_after or "")][0].startswith("r00000.")
+    results = [first] + [list_shard(s3, "bkt", "", sub, store) for sub in first.subranges]
+    assert all(r.done for r in results[1:])
+
+    def rows(root: Path) -> list[tuple[Any, ...]]:
+        return duckdb.sql(
+            f"select key, size, storage_class from read_parquet('{root}/data/*.parquet') order by key"
+        ).fetchall()
+
+    assert rows(tmp_path / "resumed") == rows(tmp_path / "full")
+
+
+def test_parquet_has_the_s3_inventory_schema_and_manifest(s3: Any, tmp_path: Path) -> None:
+    seed("bkt", {"a/1": (10, "STANDARD"), "a/2": (20, "GLACIER"), "b": (0, "STANDARD_IA")})
+    run_inventory(s3, "bkt", "", LocalStore(tmp_path), InventoryOptions(workers=1))
+    cols = duckdb.sql(f"describe select * from read_parquet('{tmp_path}/data/*.parquet')").fetchall()
+    types = {c[0]: c[1] for c in cols}
+    assert types == {
+        "bucket": "VARCHAR", "key": "VARCHAR", "size": "BIGINT", "last_modified_date": "TIMESTAMP WITH TIME ZONE",
+        "e_tag": "VARCHAR", "storage_class": "VARCHAR", "is_multipart_uploaded": "BOOLEAN",
+        "checksum_algorithm": "VARCHAR",
+    }
+    part = next((tmp_path / "data").glob("*.parquet"))
+    schema = pq.ParquetFile(part).schema
+    # S3 Inventory declares last_modified_date as int64 (TIMESTAMP_MILLIS)
+    assert schema.column(3).physical_type == "INT64"
+    assert schema.column(3).converted_type == "TIMESTAMP_MILLIS"
+    assert json.loads(schema.column(3).logical_type.to_json())["timeUnit"] == "milliseconds"
+    assert schema.column(0).max_definition_level == 0  # bucket is required
+    assert schema.column(1).max_definition_level == 0  # key is required
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["version"] == "2016-11-30" and manifest["fileFormat"] == "Parquet"
+    assert manifest["sourceBucket"] == "bkt"
+    import hashlib
+
+    assert (tmp_path / "manifest.checksum").read_text() == hashlib.md5(
+        (tmp_path / "manifest.json").read_bytes()).hexdigest()
+    for f in manifest["files"]:
+        data = (tmp_path / f["key"]).read_bytes()
+        assert f["size"] == len(data) and f["MD5checksum"] == hashlib.md5(data).hexdigest()
+    rows = duckdb.sql(
+        f"select storage_class, count(*), sum(size) from read_parquet('{tmp_path}/data/*.parquet') "
+        "group by 1 order by 1").fetchall()
+    assert rows == [("GLACIER", 1, 20), ("STANDARD", 1, 10), ("STANDARD_IA", 1, 0)]
+
+
+def test_throttling_is_retried_and_counted(s3: Any, tmp_path: Path) -> None:
+    from botocore.awsrequest import AWSResponse
+
+    seed("bkt", {f"k{i:04d}": (1, "STANDARD") for i in range(2500)})
+    calls = {"n": 0}
+
+    class _Raw:
+        def stream(self, **_: Any) -> Iterator[bytes]:
+            yield b""
+
+    def slow_down(request: Any, **_: Any) -> AWSResponse | None:
+        calls["n"] += 1
+        if calls["n"] in (2, 3):  # the second page is throttled twice
+            body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+            resp = AWSResponse(request.url, 503, {}, _Raw())
+            resp._content = body  # noqa: SLF001 - botocore reads the body from here
+            return resp
+        return None
+
+    s3.meta.events.register_first("before-send.s3.ListObjectsV2", slow_down)
+    try:
+        res = list_shard(s3, "bkt", "", KeyRange(id="r00000"), LocalStore(tmp_path))
+    finally:
+        s3.meta.events.unregister("before-send.s3.ListObjectsV2", slow_down)
+    assert (res.objects, res.list_requests, res.retries) == (2500, 3, 2)
+
+
+def test_summary_report_figures(s3: Any, tmp_path: Path) -> None:
+    seed("bkt", {"x/a": (1, "STANDARD"), "x/b": (1024, "GLACIER"), "y/c": (3000, "DEEP_ARCHIVE"), "z": (0, "STANDARD")})
+    summary = run_inventory(s3, "bkt", "", LocalStore(tmp_path), InventoryOptions(workers=1))
+    assert summary["by_prefix"]["prefixes"] == {
+        "y/": {"objects": 1, "bytes": 3000}, "x/": {"objects": 2, "bytes": 1025}, "": {"objects": 1, "bytes": 0}}
+    assert [(r["bits"], r["objects"]) for r in summary["size_histogram"]] == [(0, 1), (1, 1), (11, 1), (12, 1)]
+    assert summary["glacier_share"]["objects"] == 2 and summary["glacier_share"]["needs_restore_objects"] == 2
+    assert summary["largest"][0] == {"key": "y/c", "size": 3000}
+    assert summary["list_cost_usd"] == pytest.approx(summary["list_requests"] * 0.005 / 1000)
+    assert (tmp_path / "report.txt").read_text().startswith("hpcstage inventory of s3://bkt/")
+
+
+def test_repeat_audit_from_hints_and_diff(s3: Any, tmp_path: Path) -> None:
+    rng = random.Random(3)
+    seed("bkt", objects_for(shape("hierarchy", 3000, rng), rng))
+    first = run_inventory(s3, "bkt", "", LocalStore(tmp_path / "1"), InventoryOptions(workers=2))
+    hints = json.loads((tmp_path / "1" / "ranges.json").read_text())
+    seed("bkt", {"lab/new/file": (500, "STANDARD")})
+    opts = InventoryOptions(workers=2, hints=hints, previous_summary=first,
+                            planner=PlannerConfig(target_shards=4, min_shard_objects=100))
+    second = run_inventory(s3, "bkt", "", LocalStore(tmp_path / "2"), opts)
+    assert second["plan_method"] == "hints" and second["probe_requests"] == 0
+    assert second["objects"] == first["objects"] + 1
+    assert second["diff"]["objects"] == 1 and second["diff"]["bytes"] == 500
+    assert {"prefix": "lab/", "objects": 1, "bytes": 500} in second["diff"]["by_prefix"]
+
+
+def test_plan_on_moto_covers_every_key(s3: Any) -> None:
+    rng = random.Random(11)
+    keys = shape("weird", 3000, rng)
+    seed("bkt", objects_for(keys, rng))
+    plan = plan_shards(s3, "bkt", "", config=PlannerConfig(target_shards=8, min_shard_objects=100, probe_keys=20))
+    for k in keys:
+        assert sum(1 for r in plan.ranges if r.contains(k)) == 1

@@ -1,0 +1,67 @@
+"""Key-space arithmetic: orderings and bounds the planner relies on."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hpcstage.keys import Alphabet, Interval, bit_reversal_order, ceil_utf8, encode, floor_utf8, midpoint
+
+keys = st.text(min_size=1, max_size=40).filter(lambda s: "\x00" not in s)
+
+
+def test_bit_reversal_is_a_permutation_that_spreads_neighbours() -> None:
+    order = bit_reversal_order(8)
+    assert order == [0, 4, 2, 6, 1, 5, 3, 7]
+    assert sorted(bit_reversal_order(1000)) == list(range(1000))
+    assert bit_reversal_order(0) == []
+    assert bit_reversal_order(1) == [0]
+
+
+def test_floor_and_ceil_utf8_on_invalid_bytes() -> None:
+    assert floor_utf8(b"ab\xc3") == "ab"
+    assert ceil_utf8(b"ab\xc3\x00") == "ab\u00c0"  # smallest 2-byte char starting 0xC3
+    assert ceil_utf8(b"\x80") == "\u0080"
+    assert ceil_utf8(b"\xff") is None
+    assert ceil_utf8(b"plain") == "plain"
+
+
+@given(st.binary(min_size=1, max_size=12))
+def test_floor_utf8_is_valid_and_not_above(raw: bytes) -> None:
+    f = floor_utf8(raw)
+    assert encode(f) <= raw
+
+
+@given(st.binary(min_size=1, max_size=12))
+def test_ceil_utf8_is_valid_and_not_below(raw: bytes) -> None:
+    c = ceil_utf8(raw)
+    if c is not None:
+        assert encode(c) >= raw
+
+
+@settings(max_examples=300)
+@given(keys, keys, st.floats(min_value=0, max_value=1))
+def test_interval_points_fall_strictly_inside(a: str, b: str, frac: float) -> None:
+    lo, hi = sorted((encode(a), encode(b)))
+    if lo == hi:
+        return
+    p = Interval(lo, hi).at(frac)
+    if p is not None:
+        assert lo < encode(p) < hi
+
+
+@settings(max_examples=200)
+@given(st.lists(keys, min_size=1, max_size=30), st.lists(keys, min_size=2, max_size=10))
+def test_alphabet_coordinates_are_monotone(samples: list[str], probes: list[str]) -> None:
+    alpha = Alphabet()
+    for s in samples:
+        alpha.add(encode(s))
+    ordered = sorted(encode(p) for p in probes)
+    coords = [alpha.coord(p, 0, 16) for p in ordered]
+    assert coords == sorted(coords)
+
+
+def test_midpoint_of_prefix_space() -> None:
+    m = midpoint(None, None, prefix="data/")
+    assert m is not None and m.startswith("data/") and m > "data/"
+    assert midpoint("b", "a") is None
