@@ -21,7 +21,12 @@ FAKE_ENV = {
 
 @pytest.fixture(autouse=True)
 def aws_credentials() -> Iterator[None]:
-    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TMPDIR", "LANG", "MOTO_PORT")
-            or k.startswith("HPCSTAGE_") or k.startswith("SLURM_")}
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if k in ("PATH", "HOME", "TMPDIR", "LANG", "MOTO_PORT")
+        or k.startswith("HPCSTAGE_")
+        or k.startswith("SLURM_")
+    }
     with mock.patch.dict(os.environ, {**keep, **FAKE_ENV}, clear=True):
         yield

@@ -7,7 +7,7 @@ examples quickly. It encodes keys like S3 with EncodingType=url (quote_plus).
 from __future__ import annotations
 
 import bisect
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -44,7 +44,7 @@ class FakeS3:
                 {
                     "Key": quote_plus(k, safe="/") if enc else k,
                     "Size": self.sizes.get(k, len(k)),
-                    "LastModified": datetime(2024, 1, 1, tzinfo=timezone.utc),
+                    "LastModified": datetime(2024, 1, 1, tzinfo=UTC),
                     "ETag": '"d41d8cd98f00b204e9800998ecf8427e"',
                     "StorageClass": "STANDARD",
                 }

@@ -14,15 +14,22 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from helpers import brute_force, seed
-from moto import mock_aws
-
 from hpcstage.inventory import InventoryOptions, run_inventory
 from hpcstage.lister import Budget, ListOptions, list_shard
 from hpcstage.model import KeyRange
 from hpcstage.output import LocalStore
 from hpcstage.planner import PlannerConfig, plan_shards
+from moto import mock_aws
 
-CLASSES = ["STANDARD", "STANDARD", "STANDARD", "STANDARD_IA", "GLACIER", "DEEP_ARCHIVE", "INTELLIGENT_TIERING"]
+CLASSES = [
+    "STANDARD",
+    "STANDARD",
+    "STANDARD",
+    "STANDARD_IA",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+    "INTELLIGENT_TIERING",
+]
 
 
 @pytest.fixture
@@ -64,8 +71,12 @@ def test_exact_totals_by_shape(s3: Any, tmp_path: Path, name: str) -> None:
     expected = (len(objs), sum(size for size, _ in objs.values()))
     assert brute_force(s3, "bkt") == expected
     # a small shard budget forces continuation rounds on every shape
-    opts = InventoryOptions(workers=4, shard_seconds=None, shard_pages=2,
-                            planner=PlannerConfig(target_shards=2, min_shard_objects=200, probe_keys=50))
+    opts = InventoryOptions(
+        workers=4,
+        shard_seconds=None,
+        shard_pages=2,
+        planner=PlannerConfig(target_shards=2, min_shard_objects=200, probe_keys=50),
+    )
     summary = run_inventory(s3, "bkt", "", LocalStore(tmp_path), opts)
     assert (summary["objects"], summary["bytes"]) == expected
     assert summary["continuations"] > 0
@@ -97,8 +108,13 @@ def test_prefix_edge_cases(s3: Any, tmp_path: Path, prefix: str, expected_keys: 
     keys = ["a", "data", "data/", "data/1", "data/2/x", "data0", "data~", "datb", "z"]
     seed("bkt", {k: (len(k), "STANDARD") for k in keys})
     summary = run_inventory(
-        s3, "bkt", prefix, LocalStore(tmp_path),
-        InventoryOptions(workers=2, planner=PlannerConfig(target_shards=3, min_shard_objects=1, probe_keys=1)),
+        s3,
+        "bkt",
+        prefix,
+        LocalStore(tmp_path),
+        InventoryOptions(
+            workers=2, planner=PlannerConfig(target_shards=3, min_shard_objects=1, probe_keys=1)
+        ),
     )
     assert summary["objects"] == len(expected_keys)
     assert summary["bytes"] == sum(len(k) for k in expected_keys)
@@ -113,8 +129,9 @@ def test_resumed_shard_yields_exactly_the_uninterrupted_rows(s3: Any, tmp_path: 
     assert full.done and full.objects == len(objs)
 
     store = LocalStore(tmp_path / "resumed")
-    first = list_shard(s3, "bkt", "", whole, store, budget=Budget(max_pages=2),
-                       options=ListOptions(split_parts=3))
+    first = list_shard(
+        s3, "bkt", "", whole, store, budget=Budget(max_pages=2), options=ListOptions(split_parts=3)
+    )
     assert not first.done
     assert first.objects == 2000 and first.checkpoint == sorted(objs)[1999]
     assert [s.id for s in sorted(first.subranges, key=lambda r: r.start_after or "")][0].startswith("r00000.")
@@ -135,8 +152,13 @@ def test_parquet_has_the_s3_inventory_schema_and_manifest(s3: Any, tmp_path: Pat
     cols = duckdb.sql(f"describe select * from read_parquet('{tmp_path}/data/*.parquet')").fetchall()
     types = {c[0]: c[1] for c in cols}
     assert types == {
-        "bucket": "VARCHAR", "key": "VARCHAR", "size": "BIGINT", "last_modified_date": "TIMESTAMP WITH TIME ZONE",
-        "e_tag": "VARCHAR", "storage_class": "VARCHAR", "is_multipart_uploaded": "BOOLEAN",
+        "bucket": "VARCHAR",
+        "key": "VARCHAR",
+        "size": "BIGINT",
+        "last_modified_date": "TIMESTAMP WITH TIME ZONE",
+        "e_tag": "VARCHAR",
+        "storage_class": "VARCHAR",
+        "is_multipart_uploaded": "BOOLEAN",
         "checksum_algorithm": "VARCHAR",
     }
     part = next((tmp_path / "data").glob("*.parquet"))
@@ -153,13 +175,15 @@ def test_parquet_has_the_s3_inventory_schema_and_manifest(s3: Any, tmp_path: Pat
     import hashlib
 
     assert (tmp_path / "manifest.checksum").read_text() == hashlib.md5(
-        (tmp_path / "manifest.json").read_bytes()).hexdigest()
+        (tmp_path / "manifest.json").read_bytes()
+    ).hexdigest()
     for f in manifest["files"]:
         data = (tmp_path / f["key"]).read_bytes()
         assert f["size"] == len(data) and f["MD5checksum"] == hashlib.md5(data).hexdigest()
     rows = duckdb.sql(
         f"select storage_class, count(*), sum(size) from read_parquet('{tmp_path}/data/*.parquet') "
-        "group by 1 order by 1").fetchall()
+        "group by 1 order by 1"
+    ).fetchall()
     assert rows == [("GLACIER", 1, 20), ("STANDARD", 1, 10), ("STANDARD_IA", 1, 0)]
 
 
@@ -191,11 +215,27 @@ def test_throttling_is_retried_and_counted(s3: Any, tmp_path: Path) -> None:
 
 
 def test_summary_report_figures(s3: Any, tmp_path: Path) -> None:
-    seed("bkt", {"x/a": (1, "STANDARD"), "x/b": (1024, "GLACIER"), "y/c": (3000, "DEEP_ARCHIVE"), "z": (0, "STANDARD")})
+    seed(
+        "bkt",
+        {
+            "x/a": (1, "STANDARD"),
+            "x/b": (1024, "GLACIER"),
+            "y/c": (3000, "DEEP_ARCHIVE"),
+            "z": (0, "STANDARD"),
+        },
+    )
     summary = run_inventory(s3, "bkt", "", LocalStore(tmp_path), InventoryOptions(workers=1))
     assert summary["by_prefix"]["prefixes"] == {
-        "y/": {"objects": 1, "bytes": 3000}, "x/": {"objects": 2, "bytes": 1025}, "": {"objects": 1, "bytes": 0}}
-    assert [(r["bits"], r["objects"]) for r in summary["size_histogram"]] == [(0, 1), (1, 1), (11, 1), (12, 1)]
+        "y/": {"objects": 1, "bytes": 3000},
+        "x/": {"objects": 2, "bytes": 1025},
+        "": {"objects": 1, "bytes": 0},
+    }
+    assert [(r["bits"], r["objects"]) for r in summary["size_histogram"]] == [
+        (0, 1),
+        (1, 1),
+        (11, 1),
+        (12, 1),
+    ]
     assert summary["glacier_share"]["objects"] == 2 and summary["glacier_share"]["needs_restore_objects"] == 2
     assert summary["largest"][0] == {"key": "y/c", "size": 3000}
     assert summary["list_cost_usd"] == pytest.approx(summary["list_requests"] * 0.005 / 1000)
@@ -208,8 +248,12 @@ def test_repeat_audit_from_hints_and_diff(s3: Any, tmp_path: Path) -> None:
     first = run_inventory(s3, "bkt", "", LocalStore(tmp_path / "1"), InventoryOptions(workers=2))
     hints = json.loads((tmp_path / "1" / "ranges.json").read_text())
     seed("bkt", {"lab/new/file": (500, "STANDARD")})
-    opts = InventoryOptions(workers=2, hints=hints, previous_summary=first,
-                            planner=PlannerConfig(target_shards=4, min_shard_objects=100))
+    opts = InventoryOptions(
+        workers=2,
+        hints=hints,
+        previous_summary=first,
+        planner=PlannerConfig(target_shards=4, min_shard_objects=100),
+    )
     second = run_inventory(s3, "bkt", "", LocalStore(tmp_path / "2"), opts)
     assert second["plan_method"] == "hints" and second["probe_requests"] == 0
     assert second["objects"] == first["objects"] + 1
@@ -221,6 +265,8 @@ def test_plan_on_moto_covers_every_key(s3: Any) -> None:
     rng = random.Random(11)
     keys = shape("weird", 3000, rng)
     seed("bkt", objects_for(keys, rng))
-    plan = plan_shards(s3, "bkt", "", config=PlannerConfig(target_shards=8, min_shard_objects=100, probe_keys=20))
+    plan = plan_shards(
+        s3, "bkt", "", config=PlannerConfig(target_shards=8, min_shard_objects=100, probe_keys=20)
+    )
     for k in keys:
         assert sum(1 for r in plan.ranges if r.contains(k)) == 1

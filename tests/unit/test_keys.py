@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from hpcstage.keys import Alphabet, Interval, bit_reversal_order, ceil_utf8, encode, floor_utf8, midpoint
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from hpcstage.keys import Alphabet, Interval, bit_reversal_order, ceil_utf8, encode, floor_utf8, midpoint
 
 keys = st.text(min_size=1, max_size=40).filter(lambda s: "\x00" not in s)
 

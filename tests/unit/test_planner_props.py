@@ -5,21 +5,24 @@ from __future__ import annotations
 import bisect
 
 from fakes import FakeS3
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from hpcstage.model import KeyRange
 from hpcstage.planner import PlannerConfig, plan_from_hints, plan_shards, split_range
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 key = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00", max_codepoint=0x1FFFF),
     min_size=1,
     max_size=30,
 )
-slashy = st.lists(st.sampled_from(["a", "b", "data", "x=1", "ü", "中", "Z"]), min_size=1, max_size=5).map("/".join)
+slashy = st.lists(st.sampled_from(["a", "b", "data", "x=1", "ü", "中", "Z"]), min_size=1, max_size=5).map(
+    "/".join
+)
 
 
-def assert_partition(ranges: list[KeyRange], keys: list[str], lo: str | None = None, hi: str | None = None) -> None:
+def assert_partition(
+    ranges: list[KeyRange], keys: list[str], lo: str | None = None, hi: str | None = None
+) -> None:
     ordered = sorted(ranges, key=lambda r: r.start_after or "")
     assert ordered[0].start_after == lo
     assert ordered[-1].end == hi
@@ -40,8 +43,9 @@ def count_in(keys: list[str], r: KeyRange) -> int:
 @given(st.lists(st.one_of(key, slashy), max_size=400), st.integers(1, 40), st.integers(1, 50))
 def test_plan_covers_every_key_once(keys: list[str], shards: int, probe_keys: int) -> None:
     s3 = FakeS3(keys)
-    plan = plan_shards(s3, "bkt", "", config=PlannerConfig(target_shards=shards, min_shard_objects=1,
-                                                             probe_keys=probe_keys))
+    plan = plan_shards(
+        s3, "bkt", "", config=PlannerConfig(target_shards=shards, min_shard_objects=1, probe_keys=probe_keys)
+    )
     assert 1 <= len(plan.ranges) <= shards
     assert_partition(plan.ranges, s3.keys)
     assert sum(count_in(s3.keys, r) for r in plan.ranges) == len(s3.keys)
@@ -66,7 +70,9 @@ def test_split_range_partitions_the_range(keys: list[str], parts: int, data: st.
 def test_plan_under_a_prefix_only_counts_the_prefix() -> None:
     keys = ["a", "data", "data/", "data/1", "data/2/x", "data0", "datb", "z"]
     s3 = FakeS3(keys)
-    plan = plan_shards(s3, "bkt", "data/", config=PlannerConfig(target_shards=4, min_shard_objects=1, probe_keys=1))
+    plan = plan_shards(
+        s3, "bkt", "data/", config=PlannerConfig(target_shards=4, min_shard_objects=1, probe_keys=1)
+    )
     in_prefix = [k for k in s3.keys if k.startswith("data/")]
     assert sum(count_in(in_prefix, r) for r in plan.ranges) == 3
 
@@ -99,9 +105,15 @@ def test_hints_plan_without_probing_and_cover_the_space() -> None:
 
 def test_hints_with_a_hole_are_rejected() -> None:
     import pytest
-
     from hpcstage.errors import InputError
 
     with pytest.raises(InputError, match="contiguously"):
-        plan_from_hints("bkt", "", [{"start_after": None, "end": "m", "objects": 5},
-                                    {"start_after": "n", "end": None, "objects": 5}], 4)
+        plan_from_hints(
+            "bkt",
+            "",
+            [
+                {"start_after": None, "end": "m", "objects": 5},
+                {"start_after": "n", "end": None, "objects": 5},
+            ],
+            4,
+        )

@@ -7,7 +7,7 @@ import json
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +39,21 @@ def build_parser() -> argparse.ArgumentParser:
     inv.add_argument("--endpoint-url", help="S3 endpoint (e.g. a local emulator)")
     inv.add_argument("--region", help="AWS region of the bucket")
     inv.add_argument("--workers", type=_positive_int, default=16, help="concurrent listers (default 16)")
-    inv.add_argument("--shards", type=_positive_int, default=0,
-                     help="target number of planned ranges (default: 4 x workers)")
-    inv.add_argument("--shard-seconds", type=float, default=60.0,
-                     help="a lister stops after this long and hands its remainder back, split (default 60)")
-    inv.add_argument("--out", help="output directory or s3://bucket/prefix (default ./hpcstage-out/BUCKET/TIME)")
+    inv.add_argument(
+        "--shards",
+        type=_positive_int,
+        default=0,
+        help="target number of planned ranges (default: 4 x workers)",
+    )
+    inv.add_argument(
+        "--shard-seconds",
+        type=float,
+        default=60.0,
+        help="a lister stops after this long and hands its remainder back, split (default 60)",
+    )
+    inv.add_argument(
+        "--out", help="output directory or s3://bucket/prefix (default ./hpcstage-out/BUCKET/TIME)"
+    )
     inv.add_argument("--depth", type=_positive_int, default=1, help="prefix depth for the by-prefix table")
     inv.add_argument("--hints", help="ranges.json of a previous run: plan without probing")
     inv.add_argument("--previous", help="summary.json of a previous run: report the change since")
@@ -71,7 +81,7 @@ def _read_json(path: str) -> Any:
 
 
 def _output_store(out: str | None, bucket: str, s3: Any) -> tuple[OutputStore, str, str]:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     if out and out.startswith("s3://"):
         url = parse_s3_url(out)
         root = f"{url.prefix.rstrip('/')}/{bucket}/{stamp}".lstrip("/")
@@ -93,8 +103,10 @@ class _ProgressDisplay:
     def line(self) -> str:
         p = self.progress
         el = max(1e-6, time.monotonic() - self._start)
-        return (f"{p.objects:,} objects  {human_bytes(p.bytes)}  ranges {p.ranges_done}/{p.ranges_total}  "
-                f"{p.objects / el:,.0f} obj/s  {p.list_requests:,} LIST")
+        return (
+            f"{p.objects:,} objects  {human_bytes(p.bytes)}  ranges {p.ranges_done}/{p.ranges_total}  "
+            f"{p.objects / el:,.0f} obj/s  {p.list_requests:,} LIST"
+        )
 
     def __enter__(self) -> _ProgressDisplay:
         if self.enabled:

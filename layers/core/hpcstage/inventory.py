@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .lister import Budget, ListOptions, list_shard
@@ -57,8 +57,9 @@ class InventoryOptions:
 
 def make_plan(s3: Any, bucket: str, prefix: str, opts: InventoryOptions) -> Plan:
     if opts.hints:
-        return plan_from_hints(bucket, prefix, opts.hints, opts.planner.target_shards,
-                               opts.planner.min_shard_objects)
+        return plan_from_hints(
+            bucket, prefix, opts.hints, opts.planner.target_shards, opts.planner.min_shard_objects
+        )
     return plan_shards(s3, bucket, prefix, config=opts.planner)
 
 
@@ -74,7 +75,7 @@ def run_inventory(
 ) -> dict[str, Any]:
     opts = opts or InventoryOptions()
     progress = progress or Progress()
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     plan = make_plan(s3, bucket, prefix, opts)
     store.put_bytes("plan.json", json.dumps(plan.to_dict()).encode())
     if on_plan is not None:
@@ -88,9 +89,15 @@ def run_inventory(
 
     def work(rng: KeyRange) -> ShardResult:
         return list_shard(
-            s3, bucket, prefix, rng, store,
+            s3,
+            bucket,
+            prefix,
+            rng,
+            store,
             budget=Budget(max_seconds=opts.shard_seconds, max_pages=opts.shard_pages),
-            options=opts.listing, now=started, on_page=progress.page,
+            options=opts.listing,
+            now=started,
+            on_page=progress.page,
         )
 
     with ThreadPoolExecutor(max_workers=max(1, opts.workers), thread_name_prefix="lister") as pool:
@@ -107,8 +114,14 @@ def run_inventory(
                     progress.ranges_total += len(res.subranges)
                 queue.extend(res.subranges)
     return finalize(
-        store, bucket=bucket, prefix=prefix, plan=plan, results=results, started=started,
-        destination_arn=opts.destination_arn or store.uri(), manifest_key_prefix=opts.manifest_key_prefix,
+        store,
+        bucket=bucket,
+        prefix=prefix,
+        plan=plan,
+        results=results,
+        started=started,
+        destination_arn=opts.destination_arn or store.uri(),
+        manifest_key_prefix=opts.manifest_key_prefix,
         previous_summary=opts.previous_summary,
     )
 
@@ -129,12 +142,25 @@ def finalize(
     check_complete(plan.ranges, results)
     stats = load_stats(store, results)
     parts = [p for r in results for p in r.parts]
-    write_manifest(store, bucket, parts, destination_arn=destination_arn, key_prefix=manifest_key_prefix,
-                   created_ms=int(started.timestamp() * 1000))
-    finished = datetime.now(timezone.utc)
+    write_manifest(
+        store,
+        bucket,
+        parts,
+        destination_arn=destination_arn,
+        key_prefix=manifest_key_prefix,
+        created_ms=int(started.timestamp() * 1000),
+    )
+    finished = datetime.now(UTC)
     summary = build_summary(
-        bucket=bucket, prefix=prefix, stats=stats, results=results, probe_requests=plan.probe_requests,
-        started=started, finished=finished, output_uri=store.uri(), planned_ranges=len(plan.ranges),
+        bucket=bucket,
+        prefix=prefix,
+        stats=stats,
+        results=results,
+        probe_requests=plan.probe_requests,
+        started=started,
+        finished=finished,
+        output_uri=store.uri(),
+        planned_ranges=len(plan.ranges),
     )
     summary["plan_method"] = plan.method
     if previous_summary is not None:

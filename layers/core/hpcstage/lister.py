@@ -70,7 +70,12 @@ def list_shard(
     budget = budget or Budget()
     counter = RequestCounter()
     writer = PartWriter(
-        store, bucket, rng.id, row_group_rows=opts.row_group_rows, part_rows=opts.part_rows, tmpdir=opts.tmpdir
+        store,
+        bucket,
+        rng.id,
+        row_group_rows=opts.row_group_rows,
+        part_rows=opts.part_rows,
+        tmpdir=opts.tmpdir,
     )
     stats = InventoryStats(prefix=prefix, depth=opts.stats_depth, now=now)
     token: str | None = None
@@ -80,7 +85,12 @@ def list_shard(
     try:
         while True:
             resp = list_page(
-                s3, bucket, prefix, start_after=rng.start_after, token=token, max_keys=opts.page_size,
+                s3,
+                bucket,
+                prefix,
+                start_after=rng.start_after,
+                token=token,
+                max_keys=opts.page_size,
                 counter=counter,
             )
             pages += 1
@@ -115,8 +125,9 @@ def list_shard(
     checkpoint: str | None = None
     if not done:
         checkpoint = last if last is not None else rng.start_after
-        remainder = KeyRange(id=rng.id, start_after=checkpoint, end=rng.end,
-                             estimate=max(0, rng.estimate - stats.objects))
+        remainder = KeyRange(
+            id=rng.id, start_after=checkpoint, end=rng.end, estimate=max(0, rng.estimate - stats.objects)
+        )
         subranges = split_range(s3, bucket, prefix, remainder, opts.split_parts, counter=split_counter)
     stats_key = f"stats/{rng.id}.json"
     store.put_bytes(stats_key, json.dumps(stats.to_dict()).encode())

@@ -173,8 +173,13 @@ class PartWriter:
     def add_page(self, contents: Sequence[dict[str, Any]]) -> None:
         c = self._cols
         keys, sizes, dates, etags, classes, multi, checks = (
-            c["key"], c["size"], c["last_modified_date"], c["e_tag"], c["storage_class"],
-            c["is_multipart_uploaded"], c["checksum_algorithm"],
+            c["key"],
+            c["size"],
+            c["last_modified_date"],
+            c["e_tag"],
+            c["storage_class"],
+            c["is_multipart_uploaded"],
+            c["checksum_algorithm"],
         )
         for o in contents:
             keys.append(o["Key"])
@@ -248,7 +253,7 @@ def write_manifest(
 ) -> dict[str, Any]:
     """manifest.json (S3 Inventory format), manifest.checksum, and a Hive symlink.txt."""
     created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
-    files = [
+    files: list[dict[str, Any]] = [
         {"key": f"{key_prefix}{p.key}", "size": p.size, "MD5checksum": p.md5}
         for p in sorted(parts, key=lambda p: p.key)
     ]
@@ -265,6 +270,8 @@ def write_manifest(
     store.put_bytes("manifest.json", body)
     store.put_bytes("manifest.checksum", hashlib.md5(body, usedforsecurity=False).hexdigest().encode())
     dt = time.strftime("%Y-%m-%d-%H-%M", time.gmtime(created_ms / 1000))
-    store.put_bytes(f"hive/dt={dt}/symlink.txt", "".join(store.uri(f["key"][len(key_prefix):]) + "\n"
-                                                            for f in files).encode())
+    store.put_bytes(
+        f"hive/dt={dt}/symlink.txt",
+        "".join(store.uri(f["key"][len(key_prefix) :]) + "\n" for f in files).encode(),
+    )
     return manifest

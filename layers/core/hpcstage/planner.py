@@ -170,7 +170,9 @@ class _Knowledge:
 
 
 class _Prober:
-    def __init__(self, s3: Any, bucket: str, prefix: str, cfg: PlannerConfig, counter: RequestCounter) -> None:
+    def __init__(
+        self, s3: Any, bucket: str, prefix: str, cfg: PlannerConfig, counter: RequestCounter
+    ) -> None:
         self.s3 = s3
         self.bucket = bucket
         self.prefix = prefix
@@ -301,7 +303,9 @@ def _cut(kb: _Knowledge, parts: int, min_size: int) -> list[tuple[str, str, int]
     # the lister's budget split it further if it is large.
     finite_total = 0.0
     for a, b, known in segs:
-        finite_total += kb.count_known(a, b) if known else (gaps[(a, b)] if math.isfinite(gaps[(a, b)]) else 0)
+        finite_total += (
+            kb.count_known(a, b) if known else (gaps[(a, b)] if math.isfinite(gaps[(a, b)]) else 0)
+        )
     n_parts = max(1, min(parts, int(finite_total // max(1, min_size)) or 1))
     target = max(1.0, finite_total / n_parts)
     out: list[tuple[str, str, int]] = []
@@ -422,8 +426,13 @@ def split_range(
     return [subs[i] for i in bit_reversal_order(len(subs))]
 
 
-def plan_from_hints(bucket: str, prefix: str, hints: Sequence[dict[str, Any]], target_shards: int,
-                    min_shard_objects: int = 2_000) -> Plan:
+def plan_from_hints(
+    bucket: str,
+    prefix: str,
+    hints: Sequence[dict[str, Any]],
+    target_shards: int,
+    min_shard_objects: int = 2_000,
+) -> Plan:
     """Plan a repeat audit from a previous run's per-range counts, with no probing.
 
     ``hints`` are the previous run's ranges in key order: {"start_after", "end", "objects"}; they must
@@ -433,12 +442,12 @@ def plan_from_hints(bucket: str, prefix: str, hints: Sequence[dict[str, Any]], t
     if not hints:
         raise InputError("hints are empty")
     ordered = sorted(hints, key=lambda h: h.get("start_after") or BOTTOM)
-    prev_end = BOTTOM
+    prev_end: str = BOTTOM
     for h in ordered:
         sa = h.get("start_after") or BOTTOM
         if sa != prev_end:
             raise InputError("hints do not cover the prefix contiguously; plan with probes instead")
-        prev_end = h.get("end") if h.get("end") is not None else TOP
+        prev_end = str(h["end"]) if h.get("end") is not None else TOP
     if prev_end != TOP:
         raise InputError("hints do not reach the end of the prefix; plan with probes instead")
     total = sum(int(h["objects"]) for h in ordered)
@@ -452,8 +461,8 @@ def plan_from_hints(bucket: str, prefix: str, hints: Sequence[dict[str, Any]], t
     cuts: list[tuple[str, str, int]] = []
     start, acc = BOTTOM, 0.0
     for h in ordered:
-        a = h.get("start_after") or BOTTOM
-        b = h.get("end") if h.get("end") is not None else TOP
+        a: str = h.get("start_after") or BOTTOM
+        b: str = str(h["end"]) if h.get("end") is not None else TOP
         cnt = float(h["objects"])
         done = 0.0
         frame = kb.interval(a, b)
@@ -477,5 +486,11 @@ def plan_from_hints(bucket: str, prefix: str, hints: Sequence[dict[str, Any]], t
     cuts.append((start, TOP, int(round(acc))))
     ranges = [_to_range(f"r{i:05d}", a, b, est) for i, (a, b, est) in enumerate(cuts) if a < b]
     ordered_ranges = [ranges[i] for i in bit_reversal_order(len(ranges))]
-    return Plan(bucket=bucket, prefix=prefix, ranges=ordered_ranges, probe_requests=0,
-                estimated_objects=total, method="hints")
+    return Plan(
+        bucket=bucket,
+        prefix=prefix,
+        ranges=ordered_ranges,
+        probe_requests=0,
+        estimated_objects=total,
+        method="hints",
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .errors import IncompleteInventoryError
@@ -108,7 +108,8 @@ def build_summary(
             for k, (n, b) in sorted(stats.size_hist.items())
         ],
         "age_histogram": [
-            {"age": label, "objects": n, "bytes": b} for label, (n, b) in zip(AGE_LABELS, stats.age_hist, strict=True)
+            {"age": label, "objects": n, "bytes": b}
+            for label, (n, b) in zip(AGE_LABELS, stats.age_hist, strict=True)
         ],
         "largest": [{"key": k, "size": s} for s, k in sorted(stats.top, reverse=True)],
         "oldest": _iso(stats.oldest),
@@ -122,7 +123,7 @@ def _frac(a: int, b: int) -> float:
 
 
 def _iso(ts: float | None) -> str | None:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat() if ts is not None else None
+    return datetime.fromtimestamp(ts, UTC).isoformat() if ts is not None else None
 
 
 def diff_summaries(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +139,9 @@ def diff_summaries(previous: dict[str, Any], current: dict[str, Any]) -> dict[st
         b = before.get(p, {"objects": 0, "bytes": 0})
         a = after.get(p, {"objects": 0, "bytes": 0})
         if a != b:
-            rows.append({"prefix": p, "objects": a["objects"] - b["objects"], "bytes": a["bytes"] - b["bytes"]})
+            rows.append(
+                {"prefix": p, "objects": a["objects"] - b["objects"], "bytes": a["bytes"] - b["bytes"]}
+            )
     return {
         "objects": current["objects"] - previous["objects"],
         "bytes": current["bytes"] - previous["bytes"],
@@ -181,8 +184,11 @@ def render_report(summary: dict[str, Any], top_prefixes: int = 15) -> str:
         lines.append(f"  {human_bytes(row['size']):>12}  {row['key']}")
     if "diff" in s:
         d = s["diff"]
-        lines += ["", f"Change since the previous inventory ({d.get('previous_finished')}):",
-                  f"  objects {d['objects']:+,}  bytes {d['bytes']:+,}"]
+        lines += [
+            "",
+            f"Change since the previous inventory ({d.get('previous_finished')}):",
+            f"  objects {d['objects']:+,}  bytes {d['bytes']:+,}",
+        ]
         for row in d["by_prefix"][:top_prefixes]:
             lines.append(f"  {row['prefix'] or '(root)':<40} {row['objects']:+12,}  {row['bytes']:+,} B")
     lines.append(f"\nOutput: {s['output']}")
@@ -209,7 +215,9 @@ def ranges_document(results: Sequence[ShardResult]) -> list[dict[str, Any]]:
     rows = []
     for res in results:
         end = res.checkpoint if not res.done else res.range.end
-        rows.append({"start_after": res.range.start_after, "end": end, "objects": res.objects, "bytes": res.bytes})
+        rows.append(
+            {"start_after": res.range.start_after, "end": end, "objects": res.objects, "bytes": res.bytes}
+        )
     # A stopped shard covers (start_after, checkpoint]; its sub-ranges cover the rest.
     rows.sort(key=lambda r: r["start_after"] or "")
     return rows

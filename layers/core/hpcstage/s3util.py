@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -33,10 +34,28 @@ def retry_config(max_attempts: int = 10, pool: int = 50) -> Config:
     )
 
 
+def fast_timestamp(value: str) -> datetime:
+    """S3's ISO 8601 timestamps ("2024-03-01T12:00:00.000Z"), parsed in ~1 us.
+
+    botocore's default parser goes through dateutil, which was 75 % of the CPU time of a listing
+    (bench/cpu_per_key.py); Python 3.11's fromisoformat reads these strings exactly.
+    """
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        from botocore.utils import parse_timestamp
+
+        return parse_timestamp(value)  # type: ignore[no-any-return]
+
+
 def make_s3_client(endpoint_url: str | None = None, region: str | None = None, pool: int = 50) -> Any:
     import boto3  # imported here so that importing the core never needs AWS configuration
 
     session = boto3.session.Session()
+    # A session of our own: the faster timestamp parser applies to our clients only.
+    session._session.get_component("response_parser_factory").set_parser_defaults(  # noqa: SLF001
+        timestamp_parser=fast_timestamp
+    )
     return session.client("s3", endpoint_url=endpoint_url, region_name=region, config=retry_config(pool=pool))
 
 

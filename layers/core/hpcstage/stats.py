@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 # Storage classes whose objects must be restored before they can be read.
@@ -31,7 +31,7 @@ class InventoryStats:
     ) -> None:
         self.prefix = prefix
         self.depth = depth
-        self.now = now or datetime.now(timezone.utc)
+        self.now = now or datetime.now(UTC)
         self._now_s = self.now.timestamp()
         self.top_n = top_n
         self.max_prefixes = max_prefixes
@@ -55,7 +55,11 @@ class InventoryStats:
 
     def add_page(self, contents: Sequence[dict[str, Any]]) -> None:
         by_class, by_prefix, size_hist, age_hist, top = (
-            self.by_class, self.by_prefix, self.size_hist, self.age_hist, self.top,
+            self.by_class,
+            self.by_prefix,
+            self.size_hist,
+            self.age_hist,
+            self.top,
         )
         now_s, top_n = self._now_s, self.top_n
         for o in contents:
@@ -112,11 +116,14 @@ class InventoryStats:
         self.objects += other.objects
         self.bytes += other.bytes
         self.multipart += other.multipart
-        for src, dst in ((other.by_class, self.by_class), (other.size_hist, self.size_hist)):
-            for k, (n, b) in src.items():  # type: ignore[attr-defined]
-                e = dst.setdefault(k, [0, 0])  # type: ignore[attr-defined]
-                e[0] += n
-                e[1] += b
+        for cls, (n, b) in other.by_class.items():
+            e = self.by_class.setdefault(cls, [0, 0])
+            e[0] += n
+            e[1] += b
+        for bits, (n, b) in other.size_hist.items():
+            e = self.size_hist.setdefault(bits, [0, 0])
+            e[0] += n
+            e[1] += b
         for k, (n, b) in other.by_prefix.items():
             if k not in self.by_prefix and len(self.by_prefix) >= self.max_prefixes:
                 k = OTHER_PREFIX

@@ -1,0 +1,154 @@
+"""CPU seconds per million keys for list + parse + Parquet, with server cost excluded.
+
+A separate process serves canned ListObjectsV2 pages (XML rendered from a key index, so the
+server holds no per-object state); the measuring process lists them (1) with hpcstage's
+list_shard (parse, decode, statistics, Parquet parts) and (2) with a plain boto3 paginator that
+only iterates the keys. CPU time is the client process's (time.process_time), so the server's
+work is not counted.
+
+    python -m bench.cpu_per_key --keys 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import socket
+import tempfile
+import time
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, quote, urlparse
+
+PAGE = 1000
+
+
+def key_of(i: int) -> str:
+    return f"data/run={i // 100000:04d}/sample {i:09d}+x.bin"  # a space and a '+' exercise URL decoding
+
+
+def index_after(key: str) -> int:
+    return int(key.rsplit(" ", 1)[1][:9]) + 1
+
+
+def render(start: int, n_total: int, max_keys: int) -> bytes:
+    end = min(n_total, start + max_keys)
+    parts = [
+        '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
+        "<Name>bench</Name><Prefix></Prefix><MaxKeys>%d</MaxKeys><EncodingType>url</EncodingType>" % max_keys,
+        "<KeyCount>%d</KeyCount><IsTruncated>%s</IsTruncated>"
+        % (end - start, "true" if end < n_total else "false"),
+    ]
+    if end < n_total:
+        parts.append("<NextContinuationToken>%d</NextContinuationToken>" % end)
+    for i in range(start, end):
+        parts.append(
+            "<Contents><Key>%s</Key><LastModified>2024-03-01T12:00:00.000Z</LastModified>"
+            '<ETag>"9b2cf535f27731c974343645a3985328"</ETag><Size>%d</Size>'
+            "<StorageClass>STANDARD</StorageClass></Contents>"
+            % (quote(key_of(i), safe="/").replace("%20", "+"), i % 65536)
+        )
+    parts.append("</ListBucketResult>")
+    return "".join(parts).encode()
+
+
+def serve(port: int, n_total: int) -> None:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            q = parse_qs(urlparse(self.path).query)
+            if "continuation-token" in q:
+                start = int(q["continuation-token"][0])
+            elif "start-after" in q:
+                start = index_after(q["start-after"][0])
+            else:
+                start = 0
+            body = render(start, n_total, int(q.get("max-keys", ["1000"])[0]))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def client(endpoint: str, fast: bool) -> object:
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "x")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "x")
+    if fast:  # the client hpcstage builds (faster timestamp parser)
+        from hpcstage.s3util import make_s3_client
+
+        return make_s3_client(endpoint, "us-east-1")
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", config=Config(retries={"mode": "standard"})
+    )
+
+
+def run_hpcstage(endpoint: str, n: int) -> dict[str, float]:
+    from hpcstage.lister import list_shard
+    from hpcstage.model import KeyRange
+    from hpcstage.output import LocalStore
+
+    s3 = client(endpoint, fast=True)
+    with tempfile.TemporaryDirectory() as d:
+        c0, w0 = time.process_time(), time.perf_counter()
+        res = list_shard(s3, "bench", "", KeyRange(id="r0"), LocalStore(d), now=datetime.now(UTC))
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    assert res.objects == n, (res.objects, n)
+    return {"cpu_s": cpu, "wall_s": wall, "cpu_s_per_million": cpu / n * 1e6}
+
+
+def run_paginator(endpoint: str, n: int) -> dict[str, float]:
+    s3 = client(endpoint, fast=False)
+    c0, w0 = time.process_time(), time.perf_counter()
+    count = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench", EncodingType="url"):  # type: ignore[attr-defined]
+        for _ in page.get("Contents", ()):
+            count += 1
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    assert count == n
+    return {"cpu_s": cpu, "wall_s": wall, "cpu_s_per_million": cpu / n * 1e6}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--keys", type=int, default=1_000_000)
+    args = ap.parse_args()
+    port = free_port()
+    proc = multiprocessing.Process(target=serve, args=(port, args.keys), daemon=True)
+    proc.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    try:
+        out = {
+            "keys": args.keys,
+            "paginator": run_paginator(endpoint, args.keys),
+            "hpcstage_list_shard": run_hpcstage(endpoint, args.keys),
+            "python": os.sys.version.split()[0],
+        }
+    finally:
+        proc.terminate()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
