@@ -1,0 +1,23 @@
+"""List one key range (a Distributed Map item) into Parquet; the result is written to S3."""
+
+import os  # noqa: F401
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from hpcstage import clients, tasks
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    cfg = tasks.config_from(event["config"])
+    out = tasks.list_task(clients.s3(), cfg, event["range"], context.get_remaining_time_in_millis())
+    metrics.add_metric(name="ObjectsListed", unit=MetricUnit.Count, value=out["objects"])
+    return out

@@ -1,0 +1,24 @@
+"""Check completeness, merge statistics, write manifest, summary and report."""
+
+import os  # noqa: F401
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from hpcstage import clients, tasks
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    cfg = tasks.config_from(event["config"])
+    out = tasks.reduce_task(clients.s3(), cfg, int(event["rounds"]), str(event["started"]))
+    metrics.add_metric(name="Objects", unit=MetricUnit.Count, value=out["objects"])
+    metrics.add_metric(name="ListRequests", unit=MetricUnit.Count, value=out["list_requests"])
+    return out

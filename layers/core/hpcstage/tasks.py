@@ -1,0 +1,254 @@
+"""The inventory state machine's tasks, as plain functions of (clients, input) -> small JSON.
+
+Results travel through S3, never through the state machine (Step Functions payloads are capped at
+256 KB): the plan, each round's items, each shard's result and statistics are objects under the
+run's root ``<output prefix>/<bucket>/<run id>/``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from .errors import IncompleteInventoryError, InputError
+from .inventory import finalize
+from .lister import Budget, ListOptions, list_shard
+from .model import KeyRange, Plan, ShardResult
+from .output import S3Store
+from .planner import PlannerConfig, plan_from_hints, plan_shards
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+DEFAULT_MAX_CONCURRENCY = 1000
+
+
+@dataclass
+class RunConfig:
+    """The validated execution input (see schemas/inventory-input.schema.json)."""
+
+    bucket: str
+    prefix: str
+    run_id: str
+    results_bucket: str
+    results_prefix: str
+    max_concurrency: int
+    target_shards: int
+    shard_seconds: int
+    stats_depth: int
+    audit: bool
+
+    @property
+    def root(self) -> str:
+        return f"{self.results_prefix.strip('/')}/{self.bucket}/{self.run_id}".lstrip("/")
+
+    @property
+    def latest_key(self) -> str:
+        """Where the last successful run of this target records its root (for audits and hints)."""
+        target = self.prefix.replace("/", "%2F") or "%ROOT%"
+        return f"{self.results_prefix.strip('/')}/{self.bucket}/_latest/{target}.json".lstrip("/")
+
+    def store(self, s3: Any) -> S3Store:
+        return S3Store(s3, self.results_bucket, self.root)
+
+
+def _int(event: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
+    value = event.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InputError(f"'{name}' must be a whole number from {lo} to {hi}, got {value!r}")
+    return value
+
+
+def validate_input(
+    event: Any, *, run_id: str, results_bucket: str, results_prefix: str = "inventory"
+) -> RunConfig:
+    """Check an execution input and fill defaults; every message says what is wrong and how to fix it."""
+    if not isinstance(event, dict):
+        raise InputError(f"the input must be a JSON object, got {type(event).__name__}")
+    known = {"bucket", "prefix", "max_concurrency", "target_shards", "shard_seconds", "stats_depth", "audit"}
+    unknown = sorted(set(event) - known)
+    if unknown:
+        raise InputError(f"unknown input field(s): {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+    bucket = event.get("bucket")
+    if not isinstance(bucket, str) or not _BUCKET.match(bucket):
+        raise InputError(f"'bucket' must be an S3 bucket name (e.g. \"my-data\"), got {bucket!r}")
+    prefix = event.get("prefix", "")
+    if not isinstance(prefix, str) or len(prefix.encode()) > 1024:
+        raise InputError("'prefix' must be a string of at most 1,024 bytes")
+    if not _NAME.match(run_id):
+        raise InputError(f"run id {run_id!r} is not a valid name")
+    max_conc = _int(event, "max_concurrency", DEFAULT_MAX_CONCURRENCY, 1, 10_000)
+    audit = event.get("audit", False)
+    if not isinstance(audit, bool):
+        raise InputError("'audit' must be true or false")
+    return RunConfig(
+        bucket=bucket,
+        prefix=prefix,
+        run_id=run_id,
+        results_bucket=results_bucket,
+        results_prefix=results_prefix,
+        max_concurrency=max_conc,
+        target_shards=_int(event, "target_shards", max_conc, 1, 100_000),
+        shard_seconds=_int(event, "shard_seconds", 600, 5, 840),
+        stats_depth=_int(event, "stats_depth", 1, 1, 16),
+        audit=audit,
+    )
+
+
+def config_from(d: dict[str, Any]) -> RunConfig:
+    return RunConfig(**d)
+
+
+def _previous(s3: Any, cfg: RunConfig) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """The previous run's summary and per-range counts for the same target, if one is recorded."""
+    from botocore.exceptions import ClientError
+
+    try:
+        latest = json.loads(s3.get_object(Bucket=cfg.results_bucket, Key=cfg.latest_key)["Body"].read())
+        prev = S3Store(s3, cfg.results_bucket, latest["root"])
+        return json.loads(prev.get_bytes("summary.json")), json.loads(prev.get_bytes("ranges.json"))
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None, None
+        raise
+
+
+def round_key(n: int) -> str:
+    return f"rounds/{n:03d}.json"
+
+
+def plan_task(s3: Any, cfg: RunConfig) -> dict[str, Any]:
+    """Plan the ranges (from the previous inventory's counts when auditing) and write round 0's items."""
+    store = cfg.store(s3)
+    hints = _previous(s3, cfg)[1] if cfg.audit else None
+    if hints:
+        plan = plan_from_hints(cfg.bucket, cfg.prefix, hints, cfg.target_shards)
+    else:
+        plan = plan_shards(s3, cfg.bucket, cfg.prefix, config=PlannerConfig(target_shards=cfg.target_shards))
+    store.put_bytes("plan.json", json.dumps(plan.to_dict()).encode())
+    store.put_bytes(round_key(0), json.dumps([r.to_dict() for r in plan.ranges]).encode())
+    return {
+        "round": 0,
+        "items_key": store.key_for(round_key(0)),
+        "ranges": len(plan.ranges),
+        "method": plan.method,
+        "probe_requests": plan.probe_requests,
+    }
+
+
+def list_task(s3: Any, cfg: RunConfig, item: dict[str, Any], remaining_ms: int) -> dict[str, Any]:
+    """List one range, stopping well before the Lambda times out; the full result goes to S3."""
+    rng = KeyRange.from_dict(item)
+    store = cfg.store(s3)
+    # Leave time for the split probes, the last part upload and the result write.
+    seconds = max(1.0, min(cfg.shard_seconds, remaining_ms / 1000 - 60))
+    res = list_shard(
+        s3,
+        cfg.bucket,
+        cfg.prefix,
+        rng,
+        store,
+        budget=Budget(max_seconds=seconds),
+        options=ListOptions(stats_depth=cfg.stats_depth),
+    )
+    store.put_bytes(f"results/{rng.id}.json", json.dumps(res.to_dict()).encode())
+    return {"id": rng.id, "done": res.done, "objects": res.objects, "subranges": len(res.subranges)}
+
+
+def _load_results(s3: Any, cfg: RunConfig, ids: list[str]) -> dict[str, ShardResult]:
+    from botocore.exceptions import ClientError
+
+    store = cfg.store(s3)
+    out: dict[str, ShardResult] = {}
+    missing = []
+    for rid in ids:
+        try:
+            out[rid] = ShardResult.from_dict(json.loads(store.get_bytes(f"results/{rid}.json")))
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                missing.append(rid)
+                continue
+            raise
+    if missing:
+        raise IncompleteInventoryError(
+            f"{len(missing)} range(s) have no result after the listing round: {', '.join(missing[:10])}"
+        )
+    return out
+
+
+def continue_task(s3: Any, cfg: RunConfig, round_no: int, max_rounds: int = 50) -> dict[str, Any]:
+    """Collect the sub-ranges of shards that stopped on their budget into the next round's items.
+
+    Every item of the round must have a result: a missing one (a failed Map item, which some
+    runtimes report as null) fails the execution here instead of producing a partial count.
+    """
+    store = cfg.store(s3)
+    items = [KeyRange.from_dict(d) for d in json.loads(store.get_bytes(round_key(round_no)))]
+    results = _load_results(s3, cfg, [r.id for r in items])
+    nxt = [s for r in items for s in results[r.id].subranges]
+    if nxt and round_no + 1 >= max_rounds:
+        raise IncompleteInventoryError(f"still {len(nxt)} ranges to list after {max_rounds} rounds")
+    if nxt:
+        store.put_bytes(round_key(round_no + 1), json.dumps([r.to_dict() for r in nxt]).encode())
+    return {
+        "round": round_no + 1,
+        "items_key": store.key_for(round_key(round_no + 1)),
+        "ranges": len(nxt),
+        "has_more": bool(nxt),
+    }
+
+
+def reduce_task(s3: Any, cfg: RunConfig, rounds: int, started: str) -> dict[str, Any]:
+    """Check that every planned range is accounted for, then write manifest, summary and report."""
+    store = cfg.store(s3)
+    plan = Plan.from_dict(json.loads(store.get_bytes("plan.json")))
+    ids = []
+    for n in range(rounds):
+        ids += [d["id"] for d in json.loads(store.get_bytes(round_key(n)))]
+    results = list(_load_results(s3, cfg, ids).values())
+    previous = _previous(s3, cfg)[0] if cfg.audit else None
+    summary = finalize(
+        store,
+        bucket=cfg.bucket,
+        prefix=cfg.prefix,
+        plan=plan,
+        results=results,
+        started=datetime.fromisoformat(started.replace("Z", "+00:00")),
+        destination_arn=f"arn:aws:s3:::{cfg.results_bucket}",
+        manifest_key_prefix=f"{cfg.root}/",
+        previous_summary=previous,
+    )
+    s3.put_object(
+        Bucket=cfg.results_bucket,
+        Key=cfg.latest_key,
+        Body=json.dumps({"root": cfg.root, "finished": summary["finished"]}).encode(),
+    )
+    small = {
+        k: summary[k]
+        for k in (
+            "bucket",
+            "prefix",
+            "objects",
+            "bytes",
+            "list_requests",
+            "list_cost_usd",
+            "ranges_planned",
+            "ranges_listed",
+            "continuations",
+            "seconds",
+        )
+    }
+    small["summary"] = f"s3://{cfg.results_bucket}/{cfg.root}/summary.json"
+    if "diff" in summary:
+        small["diff"] = {"objects": summary["diff"]["objects"], "bytes": summary["diff"]["bytes"]}
+    return small
+
+
+def config_dict(cfg: RunConfig) -> dict[str, Any]:
+    return asdict(cfg)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
