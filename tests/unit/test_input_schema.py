@@ -1,0 +1,73 @@
+"""The documented input schema, the examples in events/ and the validator agree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from hpcstage.errors import InputError
+from hpcstage.tasks import validate_input
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "layers/core/hpcstage/schemas/inventory-input.schema.json").read_text())
+EXAMPLES = sorted((ROOT / "events").glob("inventory-*.json"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_are_valid(path: Path) -> None:
+    event = json.loads(path.read_text())
+    jsonschema.validate(event, SCHEMA)
+    cfg = validate_input(event, run_id="run-1", results_bucket="results")
+    assert cfg.bucket == event["bucket"]
+
+
+def test_there_is_an_example_for_each_use() -> None:
+    assert [p.name for p in EXAMPLES] == [
+        "inventory-audit.json",
+        "inventory-bucket.json",
+        "inventory-concurrency.json",
+        "inventory-prefix.json",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ([], "must be a JSON object"),
+        ({}, "'bucket' must be an S3 bucket name"),
+        ({"bucket": "Bad_Bucket"}, "'bucket' must be an S3 bucket name"),
+        (
+            {"bucket": "ok-bucket", "max_concurrency": 0},
+            "'max_concurrency' must be a whole number from 1 to 10000",
+        ),
+        ({"bucket": "ok-bucket", "max_concurrency": True}, "'max_concurrency' must be a whole number"),
+        (
+            {"bucket": "ok-bucket", "shard_seconds": 900},
+            "'shard_seconds' must be a whole number from 5 to 840",
+        ),
+        ({"bucket": "ok-bucket", "audit": "yes"}, "'audit' must be true or false"),
+        ({"bucket": "ok-bucket", "bukcet": "x"}, "unknown input field(s): bukcet"),
+    ],
+)
+def test_malformed_input_says_what_is_wrong(event: object, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        validate_input(event, run_id="run-1", results_bucket="results")
+    assert message in str(err.value)
+    if isinstance(event, dict):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(event, SCHEMA)
+
+
+def test_defaults() -> None:
+    cfg = validate_input({"bucket": "ok-bucket"}, run_id="run-1", results_bucket="results")
+    assert (cfg.prefix, cfg.max_concurrency, cfg.target_shards, cfg.shard_seconds, cfg.audit) == (
+        "",
+        1000,
+        1000,
+        600,
+        False,
+    )
+    assert cfg.root == "inventory/ok-bucket/run-1"
