@@ -87,7 +87,9 @@ def run_command(
     code is returned, not raised (the caller knows what it means); a command that never produced
     one raises SsmCommandError, and SsmCommandTimeout when time ran out.
     """
-    _check_arguments(commands, timeout_s, max_wait_s, poll_interval_s, delivery_timeout_s, output_s3_bucket, s3)
+    _check_arguments(
+        commands, timeout_s, max_wait_s, poll_interval_s, delivery_timeout_s, output_s3_bucket, s3
+    )
     command_id = _send(
         ssm,
         instance_id,
@@ -298,7 +300,7 @@ def _full_stream(
         body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     except ClientError as err:
         raise SsmCommandError(
-            f"{stream} of SSM command {command_id} was truncated and s3://{bucket}/{key} cannot be read: {err}",
+            f"{stream} of SSM command {command_id} was cut short; s3://{bucket}/{key} is unreadable: {err}",
             command_id=command_id,
             status=invocation["Status"],
         ) from err

@@ -103,7 +103,9 @@ class JobSpec:
         _check_absolute_path("output_dir", self.output_dir)
         _check_sbatch_value("output_dir", self.output_dir)
         if "%" in self.output_dir:
-            raise ValueError(f"output_dir must not contain '%' (a Slurm filename pattern): {self.output_dir!r}")
+            raise ValueError(
+                f"output_dir must not contain '%' (a Slurm filename pattern): {self.output_dir!r}"
+            )
         if self.file_list is not None:
             _check_absolute_path("file_list", self.file_list)
         if self.cpus < 1 or self.time_limit_min < 1:

@@ -45,7 +45,9 @@ class LocalSlurm:
         name = name if name is not None else self._names.get(check_job_id(job_id))
         queued = self._run(squeue_argv(job_id))
         if queued.returncode != 0 and INVALID_JOB_ID not in queued.stderr:
-            raise SlurmCommandError(f"squeue failed (exit {queued.returncode}): {queued.stderr.strip()[:500]}")
+            raise SlurmCommandError(
+                f"squeue failed (exit {queued.returncode}): {queued.stderr.strip()[:500]}"
+            )
         active = active_status(queued.stdout, job_id, name)
         if active is not None:
             return active
@@ -56,7 +58,9 @@ class LocalSlurm:
         name = name if name is not None else self._names.get(check_job_id(job_id))
         done = self._run(scancel_argv(job_id, name))
         if done.returncode != 0:
-            raise SlurmCommandError(f"scancel {job_id} failed (exit {done.returncode}): {done.stderr.strip()[:500]}")
+            raise SlurmCommandError(
+                f"scancel {job_id} failed (exit {done.returncode}): {done.stderr.strip()[:500]}"
+            )
 
     def _run(self, argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         try:

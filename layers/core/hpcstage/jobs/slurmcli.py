@@ -13,8 +13,8 @@ import re
 from .base import TERMINAL_STATES, JobLookupError, JobState, JobStatus, SlurmCommandError, check_job_id
 
 INVALID_JOB_ID = "Invalid job id specified"
-# Name last: it is the only field that may hold the separator.
-SQUEUE_FORMAT = "%T|%j"
+# State, reason, name. Name last: it is the only field that may hold the separator.
+SQUEUE_FORMAT = "%T|%r|%j"
 
 _STATE_MAP = {
     "PENDING": JobState.PENDING,
@@ -88,12 +88,13 @@ def active_status(squeue_out: str, job_id: str, name: str | None) -> JobStatus |
     line = next((ln for ln in squeue_out.splitlines() if ln.strip()), None)
     if line is None:
         return None
-    slurm_state, _, listed_name = line.partition("|")
+    slurm_state, _, rest = line.partition("|")
+    reason, _, listed_name = rest.partition("|")
     if name is not None and listed_name != name:
         raise JobLookupError(f"job {job_id} is now {listed_name!r}, not {name!r}: the id was reused")
     state = map_state(slurm_state)
     if state in (JobState.PENDING, JobState.RUNNING):
-        return JobStatus(state, reason=slurm_state.strip())
+        return JobStatus(state, reason="" if reason == "None" else reason)
     return None
 
 
@@ -102,7 +103,9 @@ def final_status(scontrol_out: str, job_id: str, name: str | None, errors: str =
     line = next((ln for ln in scontrol_out.splitlines() if ln.strip()), None)
     if line is None:
         if INVALID_JOB_ID in errors:
-            raise JobLookupError(f"Slurm no longer knows job {job_id} (purged after MinJobAge, or never existed)")
+            raise JobLookupError(
+                f"Slurm no longer knows job {job_id} (purged after MinJobAge, or never existed)"
+            )
         raise SlurmCommandError(f"scontrol printed nothing for job {job_id}: {errors.strip()[:300]}")
     fields = _fields_after_name(line, job_id, name)
     state_match = _JOB_STATE_RE.search(fields)
