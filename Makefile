@@ -23,6 +23,8 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+	# every handler is functions/<name>/app.py (Lambda's convention), so each is its own mypy run
+	for f in functions/*/app.py; do $(VENV)/bin/mypy --follow-imports=silent $$f || exit 1; done
 
 test: $(STAMP) lint typecheck
 	$(VENV)/bin/pytest -q -m "not heavy"

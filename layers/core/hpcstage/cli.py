@@ -183,9 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "inventory":
             return cmd_inventory(args)
         if args.command in ("run", "demo"):
-            from .local import commands  # the local runtime (moto) is only needed here
+            from . import localcli  # the local runtime (moto) is only needed here
 
-            return int(commands.main(args))
+            return int(localcli.main(args))
         parser.error(f"unknown command {args.command}")
     except HpcstageError as err:
         print(f"hpcstage: error: {err}", file=sys.stderr)

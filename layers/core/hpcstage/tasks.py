@@ -38,6 +38,7 @@ class RunConfig:
     target_shards: int
     shard_seconds: int
     stats_depth: int
+    shard_pages: int | None
     audit: bool
 
     @property
@@ -67,7 +68,16 @@ def validate_input(
     """Check an execution input and fill defaults; every message says what is wrong and how to fix it."""
     if not isinstance(event, dict):
         raise InputError(f"the input must be a JSON object, got {type(event).__name__}")
-    known = {"bucket", "prefix", "max_concurrency", "target_shards", "shard_seconds", "stats_depth", "audit"}
+    known = {
+        "bucket",
+        "prefix",
+        "max_concurrency",
+        "target_shards",
+        "shard_seconds",
+        "shard_pages",
+        "stats_depth",
+        "audit",
+    }
     unknown = sorted(set(event) - known)
     if unknown:
         raise InputError(f"unknown input field(s): {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
@@ -93,6 +103,7 @@ def validate_input(
         target_shards=_int(event, "target_shards", max_conc, 1, 100_000),
         shard_seconds=_int(event, "shard_seconds", 600, 5, 840),
         stats_depth=_int(event, "stats_depth", 1, 1, 16),
+        shard_pages=_int(event, "shard_pages", 1, 1, 10_000_000) if "shard_pages" in event else None,
         audit=audit,
     )
 
@@ -150,7 +161,7 @@ def list_task(s3: Any, cfg: RunConfig, item: dict[str, Any], remaining_ms: int) 
         cfg.prefix,
         rng,
         store,
-        budget=Budget(max_seconds=seconds),
+        budget=Budget(max_seconds=seconds, max_pages=cfg.shard_pages),
         options=ListOptions(stats_depth=cfg.stats_depth),
     )
     store.put_bytes(f"results/{rng.id}.json", json.dumps(res.to_dict()).encode())

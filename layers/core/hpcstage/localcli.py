@@ -1,0 +1,234 @@
+"""`hpcstage run` and `hpcstage demo`: the state machines of template.yaml, executed offline.
+
+Local only (needs the [local] extra): moto plays S3, Lambda and Step Functions; the Lambda tasks
+call the real handlers in functions/ in this process (see hpcstage.local).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import HpcstageError, InputError
+
+ROOT = Path(__file__).resolve().parents[3]
+QUIET_ENV = {
+    "POWERTOOLS_METRICS_DISABLED": "true",
+    "POWERTOOLS_LOG_LEVEL": "WARNING",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "POWERTOOLS_DEV": "false",
+}
+DEMO_BUCKET = "demo-research-data"
+CLASSES = [
+    ("STANDARD", 70),
+    ("INTELLIGENT_TIERING", 12),
+    ("STANDARD_IA", 10),
+    ("GLACIER_IR", 4),
+    ("GLACIER", 3),
+    ("DEEP_ARCHIVE", 1),
+]
+
+
+def _project_root() -> Path:
+    if not (ROOT / "template.yaml").exists():
+        raise InputError(f"template.yaml not found under {ROOT}: run from a checkout of hpcstage")
+    return ROOT
+
+
+def demo_objects(n: int, seed: int = 2026) -> dict[str, tuple[int, str]]:
+    """A research-data layout: projects / instruments / runs / lanes, with reference data and results."""
+    rng = random.Random(seed)
+    weights = [w for _, w in CLASSES]
+    names = [c for c, _ in CLASSES]
+    out: dict[str, tuple[int, str]] = {}
+    i = 0
+    while len(out) < n:
+        kind = rng.random()
+        if kind < 0.7:
+            proj = rng.choice(["genomics", "imaging", "climate", "proteomics"])
+            key = (
+                f"{proj}/instrument={rng.choice(['novaseq', 'krios', 'cesm', 'orbitrap'])}/"
+                f"run={rng.randint(1, 400):04d}/lane{rng.randint(1, 8)}/sample_{rng.getrandbits(40):010x}.dat"
+            )
+        elif kind < 0.85:
+            key = f"reference/{rng.choice(['GRCh38', 'GRCm39', 'ERA5'])}/chunk-{i:07d}.bin"
+        else:
+            key = f"results/user-{rng.randint(1, 60):03d}/job-{rng.randint(1, 5000)}/out-{i:07d}.h5"
+        size = int(rng.lognormvariate(13, 2.5)) % (8 << 30)
+        out[key] = (size, rng.choices(names, weights)[0])
+        i += 1
+    return out
+
+
+def seed_bucket(bucket: str, objects: dict[str, tuple[int, str]]) -> None:
+    """Objects straight into moto's S3 backend (sizes are recorded, bodies are not stored)."""
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends["123456789012"]["aws"]
+    for key, (size, cls) in objects.items():
+        fake = backend.put_object(bucket, key, b"", storage=cls)
+        fake.contentsize = size  # moto reports Size from this; no need to hold the bytes in memory
+
+
+def _progress(stream: Any) -> Any:
+    counts = {"maps": 0, "items": 0}
+
+    def on_event(ev: dict[str, Any]) -> None:
+        t = ev.get("type", "")
+        if t == "TaskStateEntered":
+            name = ev.get("stateEnteredEventDetails", {}).get("name")
+            print(f"  -> {name}", file=stream, flush=True)
+        elif t == "MapRunStarted":
+            counts["maps"] += 1
+            print(f"  -> listing round {counts['maps']}", file=stream, flush=True)
+        elif t in ("ExecutionFailed",):
+            print(f"  !! {ev.get('executionFailedEventDetails', {})}", file=stream, flush=True)
+
+    return on_event
+
+
+def run_inventory_machine(aws: Any, deployed: Any, event: dict[str, Any], timeout_s: float = 1800) -> Any:
+    return aws.run(
+        deployed.arn("InventoryStateMachine"),
+        event,
+        timeout_s=timeout_s,
+        poll_s=0.5,
+        on_event=_progress(sys.stderr),
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .local import LocalAws
+
+    root = _project_root()
+    try:
+        event = json.loads(Path(args.input).read_text())
+    except FileNotFoundError:
+        raise InputError(f"no such file: {args.input}") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{args.input} is not valid JSON: {err}") from None
+    if args.machine != "inventory":
+        raise InputError("only the inventory state machine is available locally so far")
+    os.environ.update(QUIET_ENV)
+    with LocalAws() as aws:
+        deployed = aws.deploy(root / "template.yaml", {}, root)
+        aws.client("s3").create_bucket(Bucket=event.get("bucket", DEMO_BUCKET)) if isinstance(
+            event, dict
+        ) else None
+        res = run_inventory_machine(aws, deployed, event)
+    print(json.dumps({"status": res.status, "output": res.output, "error": res.error, "cause": res.cause}))
+    return 0 if res.succeeded else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .local import LocalAws
+
+    root = _project_root()
+    work = Path(args.workdir)
+    os.environ.update(QUIET_ENV)
+    print(
+        f"hpcstage demo: {args.objects:,} objects in a local S3 bucket, the inventory state machine "
+        "of template.yaml run offline",
+        flush=True,
+    )
+    with LocalAws(server=True) as aws:
+        s3 = aws.client("s3")
+        s3.create_bucket(Bucket=DEMO_BUCKET)
+        t = time.monotonic()
+        objects = demo_objects(args.objects)
+        seed_bucket(DEMO_BUCKET, objects)
+        print(
+            f"1. seeded s3://{DEMO_BUCKET} at {aws.endpoint_url} in {time.monotonic() - t:.1f} s", flush=True
+        )
+        deployed = aws.deploy(root / "template.yaml", {}, root)
+        print(
+            f"2. deployed template.yaml locally: {', '.join(sorted(r for r in deployed.resources))}",
+            flush=True,
+        )
+        print("3. running the inventory state machine (events/inventory-bucket.json):", flush=True)
+        event = json.loads((root / "events" / "inventory-bucket.json").read_text())
+        event.update({"max_concurrency": 16, "target_shards": 32})
+        t = time.monotonic()
+        res = run_inventory_machine(aws, deployed, event)
+        if not res.succeeded:
+            raise HpcstageError(f"inventory failed: {res.error}: {res.cause}")
+        out = res.output
+        print(f"   done in {time.monotonic() - t:.1f} s", flush=True)
+        results_bucket = deployed.name("ResultsBucket")
+        root_key = out["summary"].split(f"s3://{results_bucket}/", 1)[1].rsplit("/", 1)[0]
+        local_out = work / "inventory"
+        if local_out.exists():
+            shutil.rmtree(local_out)
+        _download(s3, results_bucket, root_key, local_out)
+        print("\n4. the report (report.txt):\n", flush=True)
+        print((local_out / "report.txt").read_text())
+        print("5. DuckDB over the Parquet output (S3 Inventory schema):", flush=True)
+        import duckdb
+
+        parts = f"{local_out}/data/*.parquet"
+        q = f"select storage_class, count(*) as objects, sum(size) as bytes from read_parquet('{parts}') group by 1 order by 3 desc"  # noqa: S608 - our own path
+        print(f"   {q}")
+        print(duckdb.sql(q))
+        print("6. an independent count with s5cmd against the same endpoint:", flush=True)
+        independent = _s5cmd_du(aws.endpoint_url, DEMO_BUCKET)
+        expected = (len(objects), sum(s for s, _ in objects.values()))
+        ours = (out["objects"], out["bytes"])
+        print(f"   hpcstage: {ours[0]:,} objects, {ours[1]:,} bytes")
+        print(
+            f"   s5cmd du: {independent[0]:,} objects, {independent[1]:,} bytes"
+            if independent
+            else "   s5cmd not available; compared with the seeded totals instead"
+        )
+        print(f"   seeded:   {expected[0]:,} objects, {expected[1]:,} bytes")
+        if ours != expected or (independent and independent != ours):
+            raise HpcstageError("totals disagree")
+        print("   totals agree.")
+    print(f"\nOutput kept in {local_out}/ (manifest.json, data/*.parquet, summary.json, report.txt)")
+    return 0
+
+
+def _download(s3: Any, bucket: str, prefix: str, dest: Path) -> None:
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+        for o in page.get("Contents", ()):
+            rel = o["Key"][len(prefix) + 1 :]
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, o["Key"], str(target))
+
+
+def _s5cmd_du(endpoint: str | None, bucket: str) -> tuple[int, int] | None:
+    exe = shutil.which("s5cmd") or str(Path(sys.executable).parent / "s5cmd")
+    if not endpoint or not Path(exe).exists():
+        return None
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+    }
+    r = subprocess.run(
+        [exe, "--endpoint-url", endpoint, "--json", "du", f"s3://{bucket}/*"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    if r.returncode != 0:
+        raise HpcstageError(f"s5cmd du failed: {r.stderr.strip()[:300]}")
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    return int(d["count"]), int(d["size"])
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return cmd_run(args)
+    return cmd_demo(args)

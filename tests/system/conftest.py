@@ -1,0 +1,28 @@
+import sys
+from pathlib import Path
+
+# tests/fakes.py is a test helper module shared by the tiers, imported by its file name.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import os  # noqa: E402
+
+import pytest  # noqa: E402
+
+os.environ.update(
+    {
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def local_stack():  # type: ignore[no-untyped-def]
+    """One emulator + deployed template per module (deploying is the slow part); buckets per test."""
+    from hpcstage.local import LocalAws
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with LocalAws() as aws:
+        deployed = aws.deploy(os.path.join(root, "template.yaml"), {}, root)
+        yield aws, deployed
