@@ -56,6 +56,8 @@ def render(start: int, n_total: int, max_keys: int) -> bytes:
 
 def serve(port: int, n_total: int) -> None:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as S3 does
+
         def log_message(self, *args: object) -> None:
             pass
 

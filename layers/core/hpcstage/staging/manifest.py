@@ -33,7 +33,12 @@ class ManifestEntry:
     storage_class: str = "STANDARD"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"bucket": self.bucket, "key": self.key, "size": self.size, "storage_class": self.storage_class}
+        return {
+            "bucket": self.bucket,
+            "key": self.key,
+            "size": self.size,
+            "storage_class": self.storage_class,
+        }
 
 
 def format_for(destination: str | os.PathLike[str], fmt: str | None) -> str:
@@ -42,7 +47,9 @@ def format_for(destination: str | os.PathLike[str], fmt: str | None) -> str:
         suffix = Path(os.fspath(destination)).suffix.lower().lstrip(".")
         fmt = {"csv": "csv", "jsonl": "jsonl", "ndjson": "jsonl"}.get(suffix)
         if fmt is None:
-            raise ValueError(f"cannot tell the manifest format of {os.fspath(destination)!r}: name it .csv or .jsonl")
+            raise ValueError(
+                f"cannot tell the manifest format of {os.fspath(destination)!r}: name it .csv or .jsonl"
+            )
     if fmt not in FORMATS:
         raise ValueError(f"manifest format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     return fmt
@@ -70,7 +77,9 @@ class ManifestWriter:
 class ManifestFile:
     """A manifest being written to a local path or to s3://bucket/key (uploaded on close)."""
 
-    def __init__(self, destination: str | os.PathLike[str], fmt: str | None = None, *, s3: Any = None) -> None:
+    def __init__(
+        self, destination: str | os.PathLike[str], fmt: str | None = None, *, s3: Any = None
+    ) -> None:
         self.fmt = format_for(destination, fmt)
         self.uri = os.fspath(destination)
         self._s3_target = None
@@ -119,13 +128,17 @@ def read_entries(stream: IO[str], fmt: str) -> Iterator[ManifestEntry]:
             raise StagingError(f"manifest CSV header is {header}, expected {list(MANIFEST_FIELDS)}")
         for row in reader:
             if len(row) != len(MANIFEST_FIELDS):
-                raise StagingError(f"manifest CSV row has {len(row)} fields, expected {len(MANIFEST_FIELDS)}: {row}")
+                raise StagingError(
+                    f"manifest CSV row has {len(row)} fields, expected {len(MANIFEST_FIELDS)}: {row}"
+                )
             yield ManifestEntry(row[0], row[1], int(row[2]), row[3] or "STANDARD")
     elif fmt == "jsonl":
         for line in stream:
             if line.strip():
                 d = json.loads(line)
-                yield ManifestEntry(d["bucket"], d["key"], int(d["size"]), d.get("storage_class") or "STANDARD")
+                yield ManifestEntry(
+                    d["bucket"], d["key"], int(d["size"]), d.get("storage_class") or "STANDARD"
+                )
     else:
         raise ValueError(f"manifest format must be one of {', '.join(FORMATS)}, not {fmt!r}")
 
@@ -188,8 +201,9 @@ class StagingManifest:
             self._totals = (objects, total)
         return self._totals
 
-    def bucket(self) -> str:
-        """The one bucket every entry names; targets map one bucket onto one root."""
+    def bucket(self) -> str | None:
+        """The one bucket every entry names (None for an empty manifest); targets map one bucket
+        onto one root, so a manifest naming two is refused."""
         if self._bucket is None:
             buckets: set[str] = set()
             for entry in self:
@@ -200,7 +214,7 @@ class StagingManifest:
                         "select and stage each bucket separately"
                     )
             if not buckets:
-                raise StagingError("the staging manifest is empty")
+                return None
             self._bucket = buckets.pop()
         return self._bucket
 

@@ -51,6 +51,11 @@ def is_folder_marker(key: str) -> bool:
     return key.endswith("/")
 
 
+def as_prefix(prefix: str) -> str:
+    """A key prefix that names a directory: "" stays "", anything else ends with one "/"."""
+    return prefix if not prefix or prefix.endswith("/") else prefix + "/"
+
+
 def strip_prefix(key: str, prefix: str) -> str:
     """The part of ``key`` below ``prefix`` (which must end with "/" unless empty)."""
     if not key.startswith(prefix):
@@ -75,7 +80,9 @@ def check_inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> 
     real_root = os.path.realpath(root)
     real = os.path.realpath(path)
     if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
-        raise UnsafePathError(f"{os.fspath(path)!r} resolves to {real!r}, outside the staging root {real_root!r}")
+        raise UnsafePathError(
+            f"{os.fspath(path)!r} resolves to {real!r}, outside the staging root {real_root!r}"
+        )
 
 
 def validate_all(keys: Iterable[str], *, what: str = "object key", limit: int = 10) -> None:

@@ -1,0 +1,248 @@
+"""Hostile keys never reach a shell unquoted: the commands the targets send through SSM are run here,
+for real, with /bin/sh (as the SSM agent does) and stand-in ``lfs``/``aws`` programs that record
+their argv. Each key must arrive as one argument, byte for byte, and no ``$(touch CANARY)`` may run."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from hpcstage.staging import (
+    SUCCEEDED,
+    FileCacheTarget,
+    FsxLustreTarget,
+    ManifestEntry,
+    MountpointTarget,
+    ReleaseRefusedError,
+    StagingManifest,
+    TargetNotReadyError,
+    make_target,
+)
+from hpcstage.staging.hsm import (
+    ACTION_COUNT_SCRIPT,
+    ARCHIVE_SCRIPT,
+    FREE_SCRIPT,
+    RELEASE_SCRIPT,
+    RESTORE_SCRIPT,
+    STATE_SCRIPT,
+)
+from moto import mock_aws
+from test_staging_support import (
+    FS_ID,
+    INSTANCE_ID,
+    WORK_BUCKET,
+    WORK_URL,
+    LocalShellSsm,
+    install_stubs,
+    recorded_lfs_calls,
+    stub_env,
+)
+
+SRC = "hostile-source"
+
+# Legal S3 keys and legal file names, each a shell hazard if it were ever pasted into a command.
+HOSTILE_NAMES = [
+    "it's.nc",
+    '"double".nc',
+    "$(touch CANARY)",
+    "`touch CANARY`",
+    "x'$(touch CANARY)'y",
+    "a;touch CANARY;b",
+    "a && touch CANARY",
+    "|touch CANARY",
+    "> CANARY",
+    "new\nline",
+    "new\ntouch CANARY",
+    "tab\there",
+    "-rf",
+    "--help",
+    "--",
+    "-",
+    " leading and trailing ",
+    "back\\slash",
+    "$HOME",
+    "${IFS}",
+    "*",
+    "?",
+    "[a-z]",
+    "~",
+    "#comment",
+    "!bang",
+    "{a,b}",
+    "ünï cødé ✓",
+    "\x01\x1b[31mcontrol",
+]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """moto S3, a 'head node' that is this machine, and a mount directory under tmp_path."""
+    bin_dir, fake_s3, log_dir, cwd = (tmp_path / d for d in ("bin", "fake-s3", "lfs-calls", "cwd"))
+    for d in (fake_s3, log_dir, cwd):
+        d.mkdir()
+    install_stubs(bin_dir)
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=WORK_BUCKET)
+        ssm = LocalShellSsm(s3, fake_s3, stub_env(bin_dir, fake_s3, log_dir), cwd)
+        yield {"s3": s3, "ssm": ssm, "log_dir": log_dir, "cwd": cwd, "mnt": tmp_path / "mnt", "tmp": tmp_path}
+
+
+def canaries(world: dict[str, Any]) -> list[Path]:
+    return [p for p in world["tmp"].rglob("*") if "CANARY" in p.name and p.is_file() and "mnt" not in p.parts]
+
+
+def filecache(world: dict[str, Any], **overrides: Any) -> FileCacheTarget:
+    target = make_target(
+        {
+            "type": "filecache",
+            "mount_point": str(world["mnt"]),
+            "cache_path": "/ns1",
+            "data_repository_path": f"s3://{SRC}/in/",
+            "head_node_instance_id": INSTANCE_ID,
+            "work_url": WORK_URL,
+            "run_id": "hostile $(touch CANARY) run",
+            **overrides,
+        },
+        {"s3": world["s3"], "ssm": world["ssm"]},
+        sleep=lambda s: None,
+    )
+    assert isinstance(target, FileCacheTarget)
+    return target
+
+
+def lfs_args(world: dict[str, Any], subcommand: str) -> list[str]:
+    """Every file argument the stand-in lfs received for ``subcommand``, after its ``--``."""
+    args: list[str] = []
+    for call in recorded_lfs_calls(world["log_dir"]):
+        if call[0] == subcommand:
+            assert call[1] == "--", call
+            args.extend(call[2:])
+    return args
+
+
+def make_files(root: Path, names: list[str]) -> list[str]:
+    paths = []
+    for name in names:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(name.encode())
+        paths.append(str(path))
+    return paths
+
+
+@pytest.mark.parametrize("shell", ["/bin/sh", "/bin/bash"])
+def test_every_script_is_valid_bash_and_survives_both_outer_shells(tmp_path: Path, shell: str) -> None:
+    for script in (
+        RESTORE_SCRIPT,
+        ARCHIVE_SCRIPT,
+        RELEASE_SCRIPT,
+        ACTION_COUNT_SCRIPT,
+        STATE_SCRIPT,
+        FREE_SCRIPT,
+    ):
+        assert subprocess.run(["bash", "-n", "-c", script], check=False).returncode == 0
+    # The outer line is what SSM runs: the script must reach the inner bash unchanged.
+    probe = shlex.join(
+        ["bash", "-c", 'printf "%s\\0" "$0" "$@"', "name", "$(touch CANARY)", "a'b", "new\nline"]
+    )
+    out = subprocess.run([shell, "-c", probe], cwd=tmp_path, capture_output=True, check=True).stdout
+    assert out.split(b"\0")[:-1] == [b"name", b"$(touch CANARY)", b"a'b", b"new\nline"]
+    assert not (tmp_path / "CANARY").exists()
+
+
+def test_restore_and_count_get_every_hostile_key_as_one_argument(world: dict[str, Any]) -> None:
+    target = filecache(world)
+    keys = [f"in/q/{n}" for n in HOSTILE_NAMES]
+    expected = make_files(world["mnt"] / "ns1" / "q", HOSTILE_NAMES)
+    handle = target.stage(StagingManifest.from_entries([ManifestEntry(SRC, k, 1) for k in keys]))
+    progress = target.stage_progress(handle)  # sends hsm_restore
+    assert progress.phase == "restore"
+    assert sorted(lfs_args(world, "hsm_restore")) == sorted(expected)
+    progress = target.stage_progress(handle)  # counts hsm_action NOOPs
+    assert (progress.state, progress.done, progress.total) == (SUCCEEDED, len(expected), len(expected))
+    assert sorted(lfs_args(world, "hsm_action")) == sorted(expected)
+    assert (
+        target.job_paths(StagingManifest.from_entries([ManifestEntry(SRC, k, 1) for k in keys])).files
+        == expected
+    )
+    assert canaries(world) == []
+    # The run id (with its own payload) only ever travelled inside quotes.
+    assert all("hostile $(touch CANARY) run" in shlex.split(c)[4] for c in world["ssm"].commands)
+
+
+def test_archive_verify_and_release_of_hostile_output_names(world: dict[str, Any]) -> None:
+    target = filecache(world)
+    out = world["mnt"] / "ns1" / "out dir"
+    expected = make_files(out, [f"sub/{n}" for n in HOSTILE_NAMES] + HOSTILE_NAMES)
+    os.symlink("/etc/hostname", out / "link-to-elsewhere")  # never archived, never released
+
+    handle = target.export(["out dir"])
+    assert sorted(lfs_args(world, "hsm_archive")) == sorted(expected)
+    assert target.export_progress(handle).state == SUCCEEDED
+
+    verified = target.verify_exported(["out dir"])
+    assert verified.all_archived and verified.checked == len(expected)
+    assert sorted(target.abs_path(r) for r in verified.verified) == sorted(expected)
+    assert sorted(lfs_args(world, "hsm_state")) == sorted(expected)
+
+    target.release(["out dir"])
+    assert sorted(lfs_args(world, "hsm_release")) == sorted(expected)
+    assert canaries(world) == []
+
+
+def test_dirty_files_found_by_the_real_state_script_block_release(world: dict[str, Any]) -> None:
+    target = filecache(world)
+    make_files(world["mnt"] / "ns1" / "res", ["a", "new\nline b"])
+    world["ssm"].env["LFS_STATE"] = "(0x0000000b) exists dirty archived, archive_id:1"
+    with pytest.raises(ReleaseRefusedError) as raised:
+        target.release(["res", "res/missing"])
+    assert sorted(raised.value.unverified) == ["res/a", "res/missing", "res/new\nline b"]
+    assert lfs_args(world, "hsm_release") == []
+
+
+def test_fsx_restore_command_runs_with_hostile_keys(world: dict[str, Any]) -> None:
+    """The FSx target's prefetch goes through the same scripts; its FSx calls are not needed here."""
+    fsx = boto3.client("fsx", region_name="us-east-1")
+    target = make_target(
+        {
+            "type": "fsx",
+            "file_system_id": FS_ID,
+            "mount_point": str(world["mnt"]),
+            "file_system_path": "/fsx-ns",
+            "data_repository_path": f"s3://{SRC}/in/",
+            "head_node_instance_id": INSTANCE_ID,
+            "work_url": WORK_URL,
+            "run_id": "r1",
+        },
+        {"s3": world["s3"], "ssm": world["ssm"], "fsx": fsx},
+    )
+    assert isinstance(target, FsxLustreTarget)
+    expected = make_files(world["mnt"] / "fsx-ns", HOSTILE_NAMES)
+    url, count = target.prefetch_list(
+        StagingManifest.from_entries([ManifestEntry(SRC, f"in/{n}", 1) for n in HOSTILE_NAMES])
+    )
+    target.head.restore(url)
+    assert count == len(expected)
+    assert sorted(lfs_args(world, "hsm_restore")) == sorted(expected)
+    assert target.head.count_done(url) == (len(expected), len(expected))
+    assert canaries(world) == []
+
+
+def test_mount_check_and_free_space_run_for_real(world: dict[str, Any]) -> None:
+    head = filecache(world).head
+    assert head.free_bytes(str(world["tmp"])) > 0
+    evil = world["tmp"] / "$(touch CANARY)"
+    evil.mkdir()
+    target = MountpointTarget(s3=world["s3"], head=head, mount_path=str(evil), bucket=SRC)
+    with pytest.raises(TargetNotReadyError, match="is not a mount point"):
+        target.stage(StagingManifest.from_entries([ManifestEntry(SRC, "x", 1)]))
+    assert canaries(world) == []
+    if subprocess.run(["mountpoint", "-q", "/proc"], check=False).returncode == 0:
+        assert head.is_mounted("/proc")
