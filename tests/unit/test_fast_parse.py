@@ -7,9 +7,8 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
-
 from hpcstage.s3util import enable_fast_list_parsing, fast_timestamp, list_page
+from moto import mock_aws
 
 KEYS = [
     "plain",

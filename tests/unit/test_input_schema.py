@@ -7,7 +7,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from hpcstage.errors import InputError
 from hpcstage.tasks import validate_input
 
