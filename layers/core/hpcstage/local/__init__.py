@@ -7,3 +7,27 @@ into it with boto3 and runs executions with a bounded wait.
 
 Nothing here is imported by the Lambda handlers or the core: it needs the ``[local]`` extra (moto).
 """
+
+from .runtime import (
+    Deployed,
+    DeployedResource,
+    ExecutionResult,
+    ExecutionTimeout,
+    LocalAws,
+    TemplateError,
+    deploy_template,
+    describe_map_runs,
+    run_execution,
+)
+
+__all__ = [
+    "Deployed",
+    "DeployedResource",
+    "ExecutionResult",
+    "ExecutionTimeout",
+    "LocalAws",
+    "TemplateError",
+    "deploy_template",
+    "describe_map_runs",
+    "run_execution",
+]

@@ -1,8 +1,9 @@
 """Explicit, idempotent patches of moto 5.2.5 internals that the local runtime depends on.
 
-Call ``apply_patches()`` once (``LocalAws`` does); ``remove_patches()`` restores moto exactly.
+Call ``apply_patches()`` (or ``use_patches()``, as ``LocalAws`` does for its lifetime);
+``remove_patches()`` restores moto exactly.
 Every patch replaces a named attribute of a moto class and keeps the original, so the set of
-changes is listed in one place (``_PATCH_TARGETS``) and nothing is patched as a side effect of
+changes is listed in one place (``_targets()``) and nothing is patched as a side effect of
 importing this module. moto is pinned: any other version raises ``MotoVersionError`` instead of
 silently misbehaving, because these patches reach into private code.
 
@@ -11,6 +12,10 @@ silently misbehaving, because these patches reach into private code.
    unregistered functions keep moto's echo behaviour. Errors come back as AWS returns them
    (``X-Amz-Function-Error: Unhandled`` and an ``errorType``/``errorMessage`` payload), which the
    Step Functions interpreter turns into a task failure named after the exception class.
+   A function's environment variables are applied to os.environ while it runs; os.environ is
+   process-global, so ``EnvironmentGate`` lets invocations with the same variables run together
+   and makes functions with different variables take turns (first come, first served). The
+   function's Timeout is reported by ``get_remaining_time_in_millis`` but not enforced.
 2. ``s3_listing``: ``S3Backend.list_objects_v2`` bisects a per-bucket sorted key index instead of
    sorting the whole bucket for every page; answers, truncation and continuation tokens are
    identical to moto's (the tests compare both over many pages).
@@ -21,6 +26,9 @@ silently misbehaving, because these patches reach into private code.
    ``States.ExceedToleratedFailureThreshold`` when ToleratedFailureCount/Percentage (default 0) is
    exceeded, as in AWS, instead of succeeding with ``null`` results. A Distributed Map without
    MaxConcurrency runs at most ``UNBOUNDED_MAP_WORKERS`` threads instead of one per item.
+5. ``fail_state``: a Fail state whose ErrorPath yields a ``States.*`` name (re-raising a caught
+   ``States.ExceedToleratedFailureThreshold`` or ``States.Timeout``) fails the execution with that
+   error, instead of crashing moto's interpreter on "Custom Error Names MUST NOT begin with States.".
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 LOG = logging.getLogger(__name__)
 
@@ -98,8 +106,14 @@ def register_function(function_name: str, code_dir: str | os.PathLike[str]) -> N
 
 
 def unregister_function(function_name: str) -> None:
+    """Forget the function and its imported handler modules (the next deployment starts cold)."""
     with _registry_lock:
         _registry.pop(function_name, None)
+    with _modules_lock:
+        for key in [key for key in _modules if key.function_name == function_name]:
+            module = _modules.pop(key)
+            _module_locks.pop(key, None)
+            sys.modules.pop(module.__name__, None)
 
 
 def registered_functions() -> dict[str, Path]:
@@ -267,7 +281,8 @@ def _load_handler_module(key: _ModuleKey) -> ModuleType:
         spec = importlib.util.spec_from_file_location(unique_name, path)
         if spec is None or spec.loader is None or not path.is_file():
             raise _HandlerFailure(
-                IMPORT_ERROR, f"Unable to import module '{key.module_path}': No module named '{key.module_path}'"
+                IMPORT_ERROR,
+                f"Unable to import module '{key.module_path}': No module named '{key.module_path}'",
             )
         module = importlib.util.module_from_spec(spec)
         sys.modules[unique_name] = module
@@ -298,7 +313,9 @@ def _function_environment(fn: Any) -> dict[str, str]:
 
 
 def _error_payload(error_type: str, message: str, request_id: str, exc: BaseException | None) -> bytes:
-    stack = traceback.format_tb(exc.__traceback__) if exc is not None else []
+    # Like AWS, the stack trace shows the handler's frames, not the runtime's (this file's).
+    frames = traceback.extract_tb(exc.__traceback__) if exc is not None else []
+    stack = traceback.format_list([frame for frame in frames if frame.filename != __file__])
     body = {"errorMessage": message, "errorType": error_type, "requestId": request_id, "stackTrace": stack}
     return json.dumps(body).encode("utf-8")
 
@@ -317,27 +334,30 @@ def invoke_handler(fn: Any, code_dir: Path, event: Any) -> tuple[bytes, bool]:
     try:
         if not module_path or not attribute:
             raise _HandlerFailure(
-                HANDLER_NOT_FOUND, f"Bad handler '{fn.handler}': not enough values to unpack (expected 2, got 1)"
+                HANDLER_NOT_FOUND,
+                f"Bad handler '{fn.handler}': not enough values to unpack (expected 2, got 1)",
             )
         key = _ModuleKey(fn.function_name, code_dir, module_path, tuple(sorted(env.items())))
         with ENVIRONMENT_GATE.applied(env):
             module = _load_handler_module(key)
             handler = getattr(module, attribute, None)
             if not callable(handler):
-                raise _HandlerFailure(HANDLER_NOT_FOUND, f"Handler '{attribute}' missing on module '{module_path}'")
+                raise _HandlerFailure(
+                    HANDLER_NOT_FOUND, f"Handler '{attribute}' missing on module '{module_path}'"
+                )
             result = handler(event, context)
         try:
             return json.dumps(result).encode("utf-8"), False
         except (TypeError, ValueError) as exc:
             raise _HandlerFailure(MARSHAL_ERROR, f"Unable to marshal response: {exc}") from exc
     except _HandlerFailure as failure:
-        LOG.warning("Lambda %s failed: %s: %s", fn.function_name, failure.error_type, failure)
+        LOG.info("Lambda %s failed: %s: %s", fn.function_name, failure.error_type, failure)
         return _error_payload(failure.error_type, str(failure), request_id, failure.__cause__), True
     except EnvironmentBusyError as exc:
         LOG.warning("Lambda %s could not run: %s", fn.function_name, exc)
         return _error_payload(ENVIRONMENT_BUSY, str(exc), request_id, exc), True
     except Exception as exc:  # noqa: BLE001 - the handler's exception becomes the function error, as in AWS
-        LOG.warning("Lambda %s raised %s: %s", fn.function_name, type(exc).__name__, exc)
+        LOG.info("Lambda %s raised %s: %s", fn.function_name, type(exc).__name__, exc)
         return _error_payload(type(exc).__name__, str(exc), request_id, exc), True
 
 
@@ -382,12 +402,17 @@ def _patched_lambda_invoke(
         event = _decode_event(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         response_headers["x-amz-function-error"] = "Unhandled"
-        payload = _error_payload(UNMARSHAL_ERROR, f"Unable to unmarshal input: {exc}", str(uuid.uuid4()), None)
+        payload = _error_payload(
+            UNMARSHAL_ERROR, f"Unable to unmarshal input: {exc}", str(uuid.uuid4()), None
+        )
         response_headers["Content-Length"] = str(len(payload))
         return payload
     if invocation_type == "Event":
         worker = threading.Thread(
-            target=_run_async, args=(fn, code_dir, event), name=f"lambda-event-{fn.function_name}", daemon=True
+            target=_run_async,
+            args=(fn, code_dir, event),
+            name=f"lambda-event-{fn.function_name}",
+            daemon=True,
         )
         worker.start()
         return b""
@@ -567,7 +592,9 @@ def _patched_iteration_eval_pool(self: Any, job: Any, worker_frame: Any) -> None
             return
         next_job = self._job_pool.next_job()
         if next_job is None:
-            worker_frame.event_history_context.source_event_id = job_frame.event_history_context.last_published_event_id
+            worker_frame.event_history_context.source_event_id = (
+                job_frame.event_history_context.last_published_event_id
+            )
             self._env.close_frame(worker_frame)
             self._job_pool.close_job(job)
             return
@@ -683,14 +710,72 @@ def _patched_distributed_map_run(self: Any, env: Any, eval_input: Any) -> None:
                 env=env,
                 error_name=error_name,
                 event_type=HistoryEventType.MapRunFailed,
-                event_details=EventDetails(
-                    mapRunFailedEventDetails=MapRunFailedEventDetails(
-                        error=error_name.error_name, cause=EXCEED_TOLERATED_FAILURE_CAUSE
-                    )
+                # EventDetails is a TypedDict moto declares total; at run time it is this dict.
+                event_details=cast(
+                    "EventDetails",
+                    {
+                        "mapRunFailedEventDetails": MapRunFailedEventDetails(
+                            error=error_name.error_name, cause=EXCEED_TOLERATED_FAILURE_CAUSE
+                        )
+                    },
                 ),
             )
         )
     env.stack.append([closed.job_output for closed in job_pool.get_closed_jobs()])
+
+
+# --------------------------------------------------------------------------------------------------
+# Step Functions Fail state: re-raising a caught "States.*" error through ErrorPath
+# --------------------------------------------------------------------------------------------------
+
+
+def fail_state_error_name(error: str | None) -> Any:
+    """The ErrorName a Fail state reports: moto builds a CustomErrorName, which refuses any name
+    starting with "States.", so the common Catch(States.ALL) -> Fail(ErrorPath: $.error.Error)
+    pattern crashed the interpreter whenever the caught error was a States.* one."""
+    from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import (
+        ILLEGAL_CUSTOM_ERROR_PREFIX,
+        CustomErrorName,
+    )
+    from moto.stepfunctions.parser.asl.component.common.error_name.error_name import ErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+
+    if not error:
+        return None
+    if not error.startswith(ILLEGAL_CUSTOM_ERROR_PREFIX):
+        return CustomErrorName(error)
+    try:
+        return StatesErrorName.from_name(error)
+    except ValueError:
+        return ErrorName(error_name=error)  # a States.* name the interpreter does not know
+
+
+def _patched_state_fail_eval_state(self: Any, env: Any) -> None:
+    """StateFail._eval_state, with fail_state_error_name instead of CustomErrorName."""
+    from moto.stepfunctions.parser.api import HistoryEventType, TaskFailedEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+        FailureEvent,
+        FailureEventException,
+    )
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    details = TaskFailedEventDetails()
+    error_value = None
+    if self.error:
+        self.error.eval(env=env)
+        error_value = env.stack.pop()
+        details["error"] = error_value
+    if self.cause:
+        self.cause.eval(env=env)
+        details["cause"] = env.stack.pop()
+    raise FailureEventException(
+        failure_event=FailureEvent(
+            env=env,
+            error_name=fail_state_error_name(error_value),
+            event_type=HistoryEventType.TaskFailed,
+            event_details=cast("EventDetails", {"taskFailedEventDetails": details}),
+        )
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -716,6 +801,7 @@ def _targets() -> dict[str, tuple[str, type, str, Any]]:
         DistributedIteratorWorker,
     )
     from moto.stepfunctions.parser.asl.component.state.exec.state_map.state_map import StateMap
+    from moto.stepfunctions.parser.asl.component.state.fail.state_fail import StateFail
 
     return {
         "lambda_invoke": ("lambda", LambdaSimpleBackend, "invoke", _patched_lambda_invoke),
@@ -730,18 +816,41 @@ def _targets() -> dict[str, tuple[str, type, str, Any]]:
             "_eval_pool",
             _patched_item_processor_eval_pool,
         ),
-        "iterator_eval_pool": ("map_iteration", DistributedIteratorWorker, "_eval_pool", _patched_iterator_eval_pool),
+        "iterator_eval_pool": (
+            "map_iteration",
+            DistributedIteratorWorker,
+            "_eval_pool",
+            _patched_iterator_eval_pool,
+        ),
         "state_map_from_state_props": (
             "map_tolerance",
             StateMap,
             "from_state_props",
             _patched_state_map_from_state_props,
         ),
-        "distributed_map_run": ("map_tolerance", DistributedIterationComponent, "_map_run", _patched_distributed_map_run),
+        "distributed_map_run": (
+            "map_tolerance",
+            DistributedIterationComponent,
+            "_map_run",
+            _patched_distributed_map_run,
+        ),
+        "state_fail_eval_state": ("fail_state", StateFail, "_eval_state", _patched_state_fail_eval_state),
     }
 
 
-PATCH_GROUPS = ("lambda", "s3_listing", "map_iteration", "map_tolerance")
+PATCH_GROUPS = ("lambda", "s3_listing", "map_iteration", "map_tolerance", "fail_state")
+
+
+class _ToleranceWarningFilter(logging.Filter):
+    """Drops moto's parse-time warning that tolerance fields have no effect: with map_tolerance
+    applied they do, and the warning would send a reader looking for a problem that is not there."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "declarations currently have no effect" not in record.getMessage()
+
+
+_TOLERANCE_WARNING_FILTER = _ToleranceWarningFilter()
+_PREPROCESSOR_LOGGER = "moto.stepfunctions.parser.asl.parse.preprocessor"
 
 _apply_lock = threading.Lock()
 _originals: dict[str, Any] = {}
@@ -751,31 +860,60 @@ def _original(name: str) -> Any:
     return _originals[name]
 
 
-def apply_patches(groups: tuple[str, ...] = PATCH_GROUPS) -> frozenset[str]:
-    """Apply the named patch groups (all by default); applying twice changes nothing.
-
-    Returns the set of groups applied after this call.
-    """
+def _check_groups(groups: tuple[str, ...] | frozenset[str]) -> None:
     unknown = set(groups) - set(PATCH_GROUPS)
     if unknown:
         raise ValueError(f"unknown moto patch groups {sorted(unknown)}; known: {list(PATCH_GROUPS)}")
-    check_moto_version()
-    with _apply_lock:
-        for name, (group, owner, attribute, replacement) in _targets().items():
-            if group not in groups or name in _originals:
-                continue
+
+
+def _apply(groups: tuple[str, ...] | frozenset[str]) -> None:
+    for name, (group, owner, attribute, replacement) in _targets().items():
+        if group in groups and name not in _originals:
             _originals[name] = owner.__dict__[attribute]
             setattr(owner, attribute, replacement)
+    if "map_tolerance" in groups:
+        logging.getLogger(_PREPROCESSOR_LOGGER).addFilter(_TOLERANCE_WARNING_FILTER)
+
+
+def _remove(groups: tuple[str, ...] | frozenset[str]) -> None:
+    for name, (group, owner, attribute, _replacement) in _targets().items():
+        if group in groups and name in _originals:
+            setattr(owner, attribute, _originals.pop(name))
+    if "map_tolerance" in groups:
+        logging.getLogger(_PREPROCESSOR_LOGGER).removeFilter(_TOLERANCE_WARNING_FILTER)
+
+
+def apply_patches(groups: tuple[str, ...] = PATCH_GROUPS) -> frozenset[str]:
+    """Apply the named patch groups (all by default) on top of those applied; applying twice
+    changes nothing. Returns the set of groups applied after this call."""
+    _check_groups(groups)
+    check_moto_version()
+    with _apply_lock:
+        _apply(groups)
         return _applied_groups()
 
 
-def remove_patches() -> None:
-    """Restore every patched moto attribute."""
+def remove_patches(groups: tuple[str, ...] = PATCH_GROUPS) -> None:
+    """Restore the moto attributes patched by the named groups (all by default)."""
+    _check_groups(groups)
     with _apply_lock:
-        targets = _targets()
-        for name in list(_originals):
-            _group, owner, attribute, _replacement = targets[name]
-            setattr(owner, attribute, _originals.pop(name))
+        _remove(groups)
+
+
+def use_patches(groups: tuple[str, ...] | frozenset[str]) -> frozenset[str]:
+    """Make exactly these groups applied; return the groups applied before, to restore them later.
+
+    LocalAws uses it so that its ``patches`` choice holds for its lifetime whatever ran before it
+    in the process, and is undone afterwards.
+    """
+    _check_groups(groups)
+    if groups:
+        check_moto_version()
+    with _apply_lock:
+        previous = _applied_groups()
+        _remove(frozenset(PATCH_GROUPS) - frozenset(groups))
+        _apply(groups)
+        return previous
 
 
 def _applied_groups() -> frozenset[str]:
