@@ -7,7 +7,8 @@ from typing import Any
 
 import boto3
 import pytest
-from hpcstage.s3util import enable_fast_list_parsing, fast_timestamp, list_page
+from hpcstage.page import Page
+from hpcstage.s3util import as_page, enable_fast_list_parsing, fast_timestamp, list_page, page_objects
 from moto import mock_aws
 
 KEYS = [
@@ -57,10 +58,21 @@ def test_fast_parser_matches_botocore(clients: tuple[Any, Any], encoding: str | 
     assert pages == 3
 
 
-def test_list_page_decodes_every_key(clients: tuple[Any, Any]) -> None:
-    _, fast = clients
-    resp = list_page(fast, "bkt", "")
-    assert sorted(o["Key"] for o in resp["Contents"]) == sorted(KEYS)
+def test_list_page_answers_columns_equal_to_botocore(clients: tuple[Any, Any]) -> None:
+    slow, fast = clients
+    keys, page = page_objects(list_page(fast, "bkt", ""))
+    assert isinstance(page, Page)
+    assert list(keys) == sorted(KEYS)  # decoded from EncodingType=url
+    expected = slow.list_objects_v2(Bucket="bkt")["Contents"]
+    assert page.to_contents() == expected
+    slow_keys, slow_objects = page_objects(list_page(slow, "bkt", ""))
+    assert list(slow_keys) == sorted(KEYS) and as_page(slow_objects).to_contents() == expected
+
+
+def test_other_callers_of_a_fast_client_still_get_dicts(clients: tuple[Any, Any]) -> None:
+    slow, fast = clients
+    a, b = slow.list_objects_v2(Bucket="bkt"), fast.list_objects_v2(Bucket="bkt")
+    assert "HpcstagePage" not in b and a["Contents"] == b["Contents"]
 
 
 def test_error_bodies_are_left_to_botocore(clients: tuple[Any, Any]) -> None:
@@ -113,3 +125,28 @@ def test_complete_pages_skip_the_full_xml_check_and_errors_still_retry(
     assert seen == []  # the fast path replaced the whole-document parse
     fast.head_bucket(Bucket="bkt")  # other operations still go through botocore's check
     assert len(seen) >= 0
+
+
+def test_one_pass_and_per_field_paths_agree() -> None:
+    from hpcstage.s3util import _page_from_body
+
+    ordered = (
+        b"<Contents><Key>a%20b</Key><LastModified>2024-03-01T12:00:00.000Z</LastModified>"
+        b"<ETag>&quot;abc-2&quot;</ETag><ChecksumAlgorithm>CRC32</ChecksumAlgorithm><Size>5</Size>"
+        b"<Owner><ID>x</ID></Owner><StorageClass>GLACIER</StorageClass></Contents>"
+        b"<Contents><Key>c</Key><LastModified>2024-03-02T12:00:00.000Z</LastModified>"
+        b"<ETag>&quot;def&quot;</ETag><Size>7</Size><StorageClass>STANDARD</StorageClass></Contents>"
+    )
+    # the same objects with elements in another order: only the per-field path can read them
+    shuffled = (
+        b"<Contents><Size>5</Size><Key>a%20b</Key><ETag>&quot;abc-2&quot;</ETag>"
+        b"<LastModified>2024-03-01T12:00:00.000Z</LastModified><StorageClass>GLACIER</StorageClass>"
+        b"<ChecksumAlgorithm>CRC32</ChecksumAlgorithm></Contents>"
+        b"<Contents><Key>c</Key><LastModified>2024-03-02T12:00:00.000Z</LastModified><Size>7</Size>"
+        b"<ETag>&quot;def&quot;</ETag><StorageClass>STANDARD</StorageClass></Contents>"
+    )
+    a, b = _page_from_body(ordered, 2), _page_from_body(shuffled, 2)
+    assert a is not None and a.to_contents()[0]["ChecksumAlgorithm"] == ["CRC32"]
+    assert "ChecksumAlgorithm" not in a.to_contents()[1]
+    assert a.to_contents()[0]["ETag"] == '"abc-2"' and a.keys == ["a%20b", "c"]
+    assert b is None  # one object has a checksum and the other not: per-field counts do not line up

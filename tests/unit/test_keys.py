@@ -64,3 +64,15 @@ def test_midpoint_of_prefix_space() -> None:
     m = midpoint(None, None, prefix="data/")
     assert m is not None and m.startswith("data/") and m > "data/"
     assert midpoint("b", "a") is None
+
+
+def test_vectorised_bit_length_is_exact() -> None:
+    import random
+
+    import pyarrow as pa
+    from hpcstage.stats import bit_length
+
+    rng = random.Random(1)
+    values = [0, 1, 2, 3, 4, 7, 8, 2**42 - 1, 2**42, 5 * 2**40, 2**52 - 1, 2**53 + 1, 2**62, 2**63 - 1]
+    values += [rng.getrandbits(rng.randint(1, 63)) for _ in range(20_000)]
+    assert bit_length(pa.array(values, pa.int64())).to_pylist() == [v.bit_length() for v in values]

@@ -19,7 +19,7 @@ from typing import Any
 from .model import KeyRange, ShardResult
 from .output import OutputStore, PartWriter
 from .planner import split_range
-from .s3util import LIST_MAX_KEYS, RequestCounter, list_page
+from .s3util import LIST_MAX_KEYS, RequestCounter, head, list_page, page_objects
 from .stats import InventoryStats
 
 
@@ -94,17 +94,18 @@ def list_shard(
                 counter=counter,
             )
             pages += 1
-            contents = resp.get("Contents") or []
+            keys, objects = page_objects(resp)
+            n = len(keys)
             past_end = False
-            if rng.end is not None and contents and contents[-1]["Key"] > rng.end:
-                cut = bisect.bisect_right([o["Key"] for o in contents], rng.end)
-                contents = contents[:cut]
+            if rng.end is not None and n and keys[-1] > rng.end:
+                n = bisect.bisect_right(keys, rng.end)
+                objects = head(objects, n)
                 past_end = True
-            if contents:
-                writer.add_page(contents)
+            if n:
+                writer.add_page(objects)
                 before_objects, before_bytes = stats.objects, stats.bytes
-                stats.add_page(contents)
-                last = contents[-1]["Key"]
+                stats.add_page(objects)
+                last = keys[n - 1]
                 if on_page is not None:
                     on_page(stats.objects - before_objects, stats.bytes - before_bytes)
             if past_end or not resp.get("IsTruncated"):

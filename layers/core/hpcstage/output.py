@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .model import PartFile
+from .page import Page
+from .s3util import as_page
 
 INVENTORY_SCHEMA = pa.schema(
     [
@@ -165,48 +168,38 @@ class PartWriter:
         self.part_rows = part_rows
         self.tmpdir = tmpdir
         self.parts: list[PartFile] = []
-        self._cols: dict[str, list[Any]] = {f.name: [] for f in INVENTORY_SCHEMA if f.name != "bucket"}
+        self._pages: list[Page] = []  # buffered until a row group's worth
+        self._buffered = 0
         self._writer: pq.ParquetWriter | None = None
         self._tmp: str | None = None
         self._part_rows = 0
 
-    def add_page(self, contents: Sequence[dict[str, Any]]) -> None:
-        c = self._cols
-        keys, sizes, dates, etags, classes, multi, checks = (
-            c["key"],
-            c["size"],
-            c["last_modified_date"],
-            c["e_tag"],
-            c["storage_class"],
-            c["is_multipart_uploaded"],
-            c["checksum_algorithm"],
-        )
-        for o in contents:
-            keys.append(o["Key"])
-            sizes.append(o.get("Size"))
-            dates.append(o.get("LastModified"))
-            etag = o.get("ETag")
-            if etag is not None:
-                etag = etag.strip('"')
-                multi.append("-" in etag)
-            else:
-                multi.append(None)
-            etags.append(etag)
-            classes.append(o.get("StorageClass", "STANDARD"))
-            ca = o.get("ChecksumAlgorithm")
-            checks.append(ca[0] if ca else None)
-        if len(keys) >= self.row_group_rows:
+    def add_page(self, objects: Page | Sequence[dict[str, Any]]) -> None:
+        page = as_page(objects)
+        if len(page):
+            self._pages.append(page)
+            self._buffered += len(page)
+        if self._buffered >= self.row_group_rows:
             self._flush()
 
     def _flush(self) -> None:
-        n = len(self._cols["key"])
-        if n == 0:
+        if not self._pages:
             return
-        arrays = [pa.array([self.bucket] * n, pa.string())]
-        arrays += [pa.array(self._cols[f.name], f.type) for f in INVENTORY_SCHEMA if f.name != "bucket"]
-        table = pa.Table.from_arrays(arrays, schema=INVENTORY_SCHEMA)
-        for v in self._cols.values():
-            v.clear()
+        pages, self._pages, n, self._buffered = self._pages, [], self._buffered, 0
+        etags = pa.concat_arrays([p.etags for p in pages])
+        table = pa.Table.from_arrays(
+            [
+                pa.array([self.bucket] * n, pa.string()),
+                pa.array([k for p in pages for k in p.keys], pa.string()),
+                pa.concat_arrays([p.sizes for p in pages]),
+                pa.concat_arrays([p.dates for p in pages]),
+                etags,
+                pa.concat_arrays([p.classes for p in pages]),
+                pc.match_substring(etags, "-"),  # a multipart upload's ETag is "<md5>-<parts>"
+                pa.concat_arrays([p.checksums for p in pages]),
+            ],
+            schema=INVENTORY_SCHEMA,
+        )
         if self._writer is None:
             fd, self._tmp = tempfile.mkstemp(suffix=".parquet", dir=self.tmpdir)
             os.close(fd)

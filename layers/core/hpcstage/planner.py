@@ -31,7 +31,7 @@ from typing import Any
 from .errors import InputError
 from .keys import Alphabet, Interval, bit_reversal_order, encode, upper_bound
 from .model import KeyRange, Plan
-from .s3util import RequestCounter, list_page
+from .s3util import RequestCounter, list_page, page_objects
 
 # Internal bounds: "" is below every key (keys are non-empty), TOP above every valid key (<= 1,024 bytes).
 BOTTOM = ""
@@ -192,7 +192,8 @@ class _Prober:
                 max_keys=self.cfg.probe_keys,
                 counter=self.counter,
             )
-            return point, [o["Key"] for o in resp.get("Contents", ())], bool(resp.get("IsTruncated"))
+            keys, _ = page_objects(resp)
+            return point, list(keys), bool(resp.get("IsTruncated"))
 
         workers = max(1, min(self.cfg.workers, len(points)))
         if workers == 1:

@@ -7,9 +7,16 @@ heap), and JSON-serialisable so it can travel through S3 between Lambdas.
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .page import Page
+from .s3util import as_page
 
 # Storage classes whose objects must be restored before they can be read.
 ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
@@ -18,6 +25,35 @@ GLACIER_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE", "GLACIER_IR"})
 AGE_BUCKETS_DAYS = (1, 7, 30, 90, 365, 3 * 365)
 AGE_LABELS = ("<1d", "1-7d", "7-30d", "30-90d", "90d-1y", "1-3y", ">3y")
 OTHER_PREFIX = "(other prefixes)"
+
+
+def bit_length(sizes: pa.Array) -> pa.Array:
+    """int.bit_length, vectorised: floor(log2(n)) + 1, and 0 for 0 (exact below 2**53)."""
+    n = pc.max_element_wise(sizes, 1)
+    b = pc.add(pc.floor(pc.log2(n.cast(pa.float64(), safe=False))).cast(pa.int64()), 1)
+    b = pc.min_element_wise(b, 63)  # no int64 has more bits; keeps the shifts below in range
+    # float64 rounding can put 2**k - 1 one bit high (from k = 48 on): correct with integer shifts
+    b = pc.if_else(pc.greater(pc.shift_left(1, pc.subtract(b, 1)), n), pc.subtract(b, 1), b)
+    up = pc.and_(pc.less(b, 63), pc.less_equal(pc.shift_left(1, pc.min_element_wise(b, 62)), n))
+    b = pc.if_else(up, pc.add(b, 1), b)
+    return pc.if_else(pc.equal(sizes, 0), 0, b)
+
+
+def _sum_count(groups: pa.Array, sizes: pa.Array) -> list[tuple[Any, int, int]]:
+    # one page is ~1,000 rows: Acero's thread pool costs more than it saves at that size
+    g = (
+        pa.table({"g": groups, "s": sizes})
+        .group_by("g", use_threads=False)
+        .aggregate([("s", "sum"), ("s", "count")])
+    )
+    return list(
+        zip(
+            g.column("g").to_pylist(),
+            g.column("s_sum").to_pylist(),
+            g.column("s_count").to_pylist(),
+            strict=True,
+        )
+    )
 
 
 class InventoryStats:
@@ -45,74 +81,86 @@ class InventoryStats:
         self.top: list[tuple[int, str]] = []  # min-heap of the largest objects
         self.oldest: float | None = None
         self.newest: float | None = None
+        self.batch_rows = 20_000
+        self._pending: list[Page] = []
+        self._pending_rows = 0
+        # keys -> their prefix to `depth` levels below `prefix` (RE2, run by pyarrow per page)
+        self._prefix_pattern = "^(?P<p>" + re.escape(prefix) + "(?:[^/]*/){0," + str(depth) + "})"
 
-    def _prefix_of(self, key: str) -> str:
-        rest = key[len(self.prefix) :]
-        parts = rest.split("/", self.depth)
-        if len(parts) <= self.depth:
-            return self.prefix + "/".join(parts[:-1]) + ("/" if len(parts) > 1 else "")
-        return self.prefix + "/".join(parts[: self.depth]) + "/"
+    def add_page(self, objects: Page | Sequence[dict[str, Any]]) -> None:
+        """Count a page now (objects, bytes: progress stays live); aggregate the rest in batches.
 
-    def add_page(self, contents: Sequence[dict[str, Any]]) -> None:
-        by_class, by_prefix, size_hist, age_hist, top = (
-            self.by_class,
-            self.by_prefix,
-            self.size_hist,
-            self.age_hist,
-            self.top,
-        )
-        now_s, top_n = self._now_s, self.top_n
-        for o in contents:
-            size = o.get("Size") or 0
-            self.objects += 1
-            self.bytes += size
-            cls = o.get("StorageClass", "STANDARD")
-            e = by_class.get(cls)
-            if e is None:
-                by_class[cls] = [1, size]
-            else:
-                e[0] += 1
-                e[1] += size
-            key = o["Key"]
-            p = self._prefix_of(key)
-            e = by_prefix.get(p)
-            if e is None:
-                if len(by_prefix) >= self.max_prefixes:
-                    p = OTHER_PREFIX
-                    e = by_prefix.setdefault(p, [0, 0])
-                else:
-                    e = by_prefix[p] = [0, 0]
-            e[0] += 1
-            e[1] += size
-            b = size.bit_length()
-            e = size_hist.get(b)
-            if e is None:
-                size_hist[b] = [1, size]
-            else:
-                e[0] += 1
-                e[1] += size
-            lm = o.get("LastModified")
-            if lm is not None:
-                ts = lm.timestamp()
-                if self.oldest is None or ts < self.oldest:
-                    self.oldest = ts
-                if self.newest is None or ts > self.newest:
-                    self.newest = ts
-                age_days = (now_s - ts) / 86400.0
-                i = 0
-                while i < len(AGE_BUCKETS_DAYS) and age_days >= AGE_BUCKETS_DAYS[i]:
-                    i += 1
-                age_hist[i][0] += 1
-                age_hist[i][1] += size
-            etag = o.get("ETag")
-            if etag and "-" in etag:
-                self.multipart += 1
-            if len(top) < top_n:
-                heapq.heappush(top, (size, key))
-            elif size > top[0][0]:
-                heapq.heapreplace(top, (size, key))
+        Each aggregate is a pyarrow kernel; run per 1,000-object page their dispatch cost dominated,
+        so pages are buffered (at most ``batch_rows`` objects) and aggregated together.
+        """
+        page = as_page(objects)
+        n = len(page)
+        if n == 0:
+            return
+        self.objects += n
+        self.bytes += pc.sum(page.sizes).as_py() or 0
+        self._pending.append(page)
+        self._pending_rows += n
+        if self._pending_rows >= self.batch_rows:
+            self._aggregate_pending()
+
+    def _aggregate_pending(self) -> None:
+        if not self._pending:
+            return
+        page = Page.concat(self._pending)
+        self._pending, self._pending_rows = [], 0
+        sizes = page.sizes.fill_null(0)
+        for cls, total, count in _sum_count(page.classes.fill_null("STANDARD"), sizes):
+            e = self.by_class.setdefault(cls, [0, 0])
+            e[0] += count
+            e[1] += total
+        prefixes = pc.extract_regex(pa.array(page.keys, pa.string()), pattern=self._prefix_pattern).field("p")
+        for p, total, count in _sum_count(prefixes.fill_null(self.prefix), sizes):
+            if p not in self.by_prefix and len(self.by_prefix) >= self.max_prefixes:
+                p = OTHER_PREFIX
+            e = self.by_prefix.setdefault(p, [0, 0])
+            e[0] += count
+            e[1] += total
+        for bits, total, count in _sum_count(bit_length(sizes), sizes):
+            e = self.size_hist.setdefault(bits, [0, 0])
+            e[0] += count
+            e[1] += total
+        dated = pa.table({"ms": page.dates.cast(pa.int64()), "s": sizes}).filter(pc.is_valid(page.dates))
+        if dated.num_rows:
+            ms = dated.column("ms")
+            lo, hi = pc.min_max(ms).values()
+            self._extend_dates(lo.as_py() / 1000, hi.as_py() / 1000)
+            age_ms = pc.subtract(int(self._now_s * 1000), ms)
+            bucket = pa.array([0] * dated.num_rows, pa.int64())
+            for days in AGE_BUCKETS_DAYS:
+                bucket = pc.add(bucket, pc.greater_equal(age_ms, days * 86_400_000).cast(pa.int64()))
+            for i, total, count in _sum_count(bucket, dated.column("s")):
+                self.age_hist[i][0] += count
+                self.age_hist[i][1] += total
+        self.multipart += pc.sum(pc.match_substring(page.etags, "-")).as_py() or 0
+        self._add_top(page.keys, sizes)
+
+    def _extend_dates(self, lo: float, hi: float) -> None:
+        if self.oldest is None or lo < self.oldest:
+            self.oldest = lo
+        if self.newest is None or hi > self.newest:
+            self.newest = hi
+
+    def _add_top(self, keys: list[str], sizes: pa.Array) -> None:
+        if len(keys) > self.top_n:
+            idx = pc.select_k_unstable(pa.table({"s": sizes}), k=self.top_n, sort_keys=[("s", "descending")])
+            candidates = [(sizes[i].as_py(), keys[i]) for i in idx.to_pylist()]
+        else:
+            candidates = list(zip(sizes.to_pylist(), keys, strict=True))
+        for item in candidates:
+            if len(self.top) < self.top_n:
+                heapq.heappush(self.top, item)
+            elif item > self.top[0]:
+                heapq.heapreplace(self.top, item)
 
     def merge(self, other: InventoryStats) -> None:
+        self._aggregate_pending()
+        other._aggregate_pending()  # noqa: SLF001 - same class
         self.objects += other.objects
         self.bytes += other.bytes
         self.multipart += other.multipart
@@ -146,6 +194,7 @@ class InventoryStats:
                 self.newest = ts
 
     def to_dict(self) -> dict[str, Any]:
+        self._aggregate_pending()
         return {
             "prefix": self.prefix,
             "depth": self.depth,

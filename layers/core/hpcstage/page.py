@@ -1,0 +1,132 @@
+"""One ListObjectsV2 page as columns: what the lister, the Parquet writer and the statistics consume.
+
+The fast parser (s3util) fills it straight from the XML, one regex pass per field; answers that
+arrive as boto3 dicts (moto, the simulator, botocore's own parser) are converted here, so there is
+one code path from the page on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+TS = pa.timestamp("ms", tz="UTC")
+
+
+@dataclass
+class Page:
+    keys: list[str]  # decoded
+    sizes: pa.Array  # int64
+    dates: pa.Array  # timestamp[ms, UTC]
+    etags: pa.Array  # string, without quotes
+    classes: pa.Array  # string
+    checksums: pa.Array  # string (first algorithm) or null
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def head(self, n: int) -> Page:
+        if n >= len(self.keys):
+            return self
+        return Page(
+            self.keys[:n],
+            self.sizes.slice(0, n),
+            self.dates.slice(0, n),
+            self.etags.slice(0, n),
+            self.classes.slice(0, n),
+            self.checksums.slice(0, n),
+        )
+
+    @classmethod
+    def concat(cls, pages: Sequence[Page]) -> Page:
+        if len(pages) == 1:
+            return pages[0]
+        return cls(
+            keys=[k for p in pages for k in p.keys],
+            sizes=pa.concat_arrays([p.sizes for p in pages]),
+            dates=pa.concat_arrays([p.dates for p in pages]),
+            etags=pa.concat_arrays([p.etags for p in pages]),
+            classes=pa.concat_arrays([p.classes for p in pages]),
+            checksums=pa.concat_arrays([p.checksums for p in pages]),
+        )
+
+    @classmethod
+    def from_xml_fields(
+        cls,
+        keys: list[str],
+        sizes: list[bytes],
+        dates: list[bytes],
+        etags: list[bytes],
+        classes: list[bytes],
+        checksums: list[bytes] | None,
+    ) -> Page:
+        n = len(keys)
+        etag_arr = pa.array(etags, pa.binary()).cast(pa.string())
+        etag_arr = pc.replace_substring_regex(etag_arr, pattern=r'^(&quot;|")|(&quot;|")$', replacement="")
+        return cls(
+            keys=keys,
+            sizes=pa.array(sizes, pa.binary()).cast(pa.string()).cast(pa.int64()),
+            dates=pa.array(dates, pa.binary()).cast(pa.string()).cast(TS),
+            etags=etag_arr,
+            classes=pa.array(classes, pa.binary()).cast(pa.string()),
+            checksums=(
+                pa.array(checksums, pa.binary()).cast(pa.string())
+                if checksums is not None
+                else pa.nulls(n, pa.string())
+            ),
+        )
+
+    @classmethod
+    def from_contents(cls, contents: Sequence[dict[str, Any]]) -> Page:
+        etags = []
+        for o in contents:
+            e = o.get("ETag")
+            etags.append(e.strip('"') if e is not None else None)
+        dates: list[datetime | None] = [o.get("LastModified") for o in contents]
+        return cls(
+            keys=[o["Key"] for o in contents],
+            sizes=pa.array([o.get("Size") for o in contents], pa.int64()),
+            dates=pa.array(dates, TS),
+            etags=pa.array(etags, pa.string()),
+            classes=pa.array([o.get("StorageClass", "STANDARD") for o in contents], pa.string()),
+            checksums=pa.array([(o.get("ChecksumAlgorithm") or [None])[0] for o in contents], pa.string()),
+        )
+
+    def to_contents(self) -> list[dict[str, Any]]:
+        """boto3-shaped dicts (for callers that want them; the hot path never does)."""
+        out = []
+        for k, s, d, e, c, ca in zip(
+            self.keys,
+            self.sizes.to_pylist(),
+            self.dates.to_pylist(),
+            self.etags.to_pylist(),
+            self.classes.to_pylist(),
+            self.checksums.to_pylist(),
+            strict=True,
+        ):
+            row: dict[str, Any] = {
+                "Key": k,
+                "LastModified": d,
+                "ETag": f'"{e}"',
+                "Size": s,
+                "StorageClass": c,
+            }
+            if ca is not None:
+                row["ChecksumAlgorithm"] = [ca]
+            out.append(row)
+        return out
+
+
+EMPTY = Page(
+    [],
+    pa.array([], pa.int64()),
+    pa.array([], TS),
+    pa.array([], pa.string()),
+    pa.array([], pa.string()),
+    pa.array([], pa.string()),
+)
