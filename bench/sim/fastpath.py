@@ -1,0 +1,164 @@
+"""The page-level fast path: run the real list_shard at 1e8-1e9 objects without per-object Python work.
+
+What runs unchanged (hpcstage code, called as in Lambda):
+  hpcstage.lister.list_shard's loop: one list_page call per page, the end-of-range cut (contents[-1]
+  compared with rng.end, then bisect over the page's keys and a slice), checkpointing on the last key,
+  Budget.exhausted after every page, and on budget exhaustion hpcstage.planner.split_range (which probes
+  with its own ThreadPoolExecutor); hpcstage.s3util.list_page (parameters, RequestCounter, retries count);
+  hpcstage.planner.plan_shards and plan_from_hints entirely.
+
+What the fast path bypasses (and how):
+  1. URL decoding: the simulated client does not echo EncodingType=url, so list_page's loop that
+     unquote_plus-es every key is skipped; keys are returned already decoded (bench/sim/s3.py, fast mode).
+  2. Parquet: hpcstage.lister.PartWriter is swapped for CountingPartWriter, which counts rows and
+     closes a part where the real writer would (every ``part_rows`` rows, and at close), storing an
+     empty object in its place: the upload request (and its latency) is kept, the Parquet encoding and
+     the bytes are not (the simulated PUT latency does not depend on size in either mode).
+  3. Statistics: hpcstage.lister.InventoryStats is swapped for PageStats, which keeps only objects and
+     bytes (exact: page length and the keyspace's O(1) byte prefix sums); no histograms or top-N.
+  4. Page contents: a LazyPage builds an entry only when list_shard indexes it (the last entry of every
+     page, and every entry of the one page per shard that crosses its end key).
+The swap is done by patching the two names in hpcstage.lister for the duration of a run (the core has
+no injection point for them yet; see the report for the hook we ask for). Full mode (tests, small N)
+uses the real PartWriter, InventoryStats and URL decoding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+from unittest import mock
+
+import hpcstage.lister
+import hpcstage.planner
+import hpcstage.tasks
+from hpcstage.lister import Budget
+from hpcstage.model import PartFile
+from hpcstage.stats import InventoryStats
+
+from bench.sim.s3 import LazyPage, VirtualThreadPool
+
+
+class NullStore:
+    """An OutputStore that keeps only small files (stats JSON) in memory and drops the rest."""
+
+    def __init__(self) -> None:
+        self.small: dict[str, bytes] = {}
+        self.files = 0
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self.files += 1
+
+    def put_file(self, key: str, path: str) -> None:
+        self.files += 1
+
+    def get_bytes(self, key: str) -> bytes:
+        return self.small[key]
+
+    def exists(self, key: str) -> bool:
+        return key in self.small
+
+    def uri(self, key: str = "") -> str:
+        return f"null://{key}"
+
+
+class CountingPartWriter:
+    """Stands in for hpcstage.output.PartWriter: same constructor and methods, counts rows only."""
+
+    def __init__(
+        self,
+        store: Any,
+        bucket: str,
+        name: str,
+        *,
+        row_group_rows: int = 50_000,
+        part_rows: int = 1_000_000,
+        tmpdir: str | None = None,
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.part_rows = part_rows
+        self.rows = 0
+        self.parts: list[PartFile] = []
+        self._open = 0
+
+    def add_page(self, contents: Sequence[dict[str, Any]]) -> None:
+        n = len(contents)
+        self.rows += n
+        self._open += n
+        while self._open >= self.part_rows:
+            self._close_part(self.part_rows)
+            self._open -= self.part_rows
+
+    def _close_part(self, rows: int) -> None:
+        key = f"data/{self.name}-{len(self.parts):04d}.parquet"
+        self.store.put_bytes(key, b"")
+        self.parts.append(PartFile(key=key, size=0, md5="", rows=rows))
+
+    def close(self) -> list[PartFile]:
+        if self._open:
+            self._close_part(self._open)
+            self._open = 0
+        return self.parts
+
+    def abort(self) -> None:
+        self._open = 0
+
+
+class PageStats(InventoryStats):
+    """Stands in for InventoryStats: exact objects and bytes, O(1) per LazyPage."""
+
+    def __init__(self, prefix: str = "", depth: int = 1, now: datetime | None = None, **kw: Any) -> None:
+        super().__init__(prefix=prefix, depth=depth, now=now, **kw)
+
+    def add_page(self, contents: Sequence[dict[str, Any]]) -> None:
+        if isinstance(contents, LazyPage):
+            self.objects += len(contents)
+            self.bytes += contents.nbytes
+        else:
+            for o in contents:
+                self.objects += 1
+                self.bytes += o.get("Size") or 0
+
+
+@contextlib.contextmanager
+def fast_lister() -> Iterator[None]:
+    """Swap PartWriter and InventoryStats inside hpcstage.lister for the counting stand-ins."""
+    with (
+        mock.patch.object(hpcstage.lister, "PartWriter", CountingPartWriter),
+        mock.patch.object(hpcstage.lister, "InventoryStats", PageStats),
+    ):
+        yield
+
+
+class _Clock:
+    current: Callable[[], float] | None = None
+
+
+TASK_CLOCK = _Clock()
+
+
+def _virtual_budget(
+    max_seconds: float | None = None, max_pages: int | None = None, clock: Callable[[], float] | None = None
+) -> Budget:
+    return Budget(
+        max_seconds=max_seconds, max_pages=max_pages, clock=clock or TASK_CLOCK.current or time.monotonic
+    )
+
+
+@contextlib.contextmanager
+def virtual_task_clock() -> Iterator[None]:
+    """hpcstage.tasks.list_task builds Budget(max_seconds=...) on the wall clock; give it the simulated
+    invocation's virtual clock instead (TASK_CLOCK.current, set by the simulator before each call)."""
+    with mock.patch.object(hpcstage.tasks, "Budget", _virtual_budget):
+        yield
+
+
+@contextlib.contextmanager
+def virtual_probe_pool() -> Iterator[None]:
+    """Run hpcstage.planner's probe rounds on VirtualThreadPool: same parallelism, deterministic times."""
+    with mock.patch.object(hpcstage.planner, "ThreadPoolExecutor", VirtualThreadPool):
+        yield

@@ -1,0 +1,124 @@
+"""Simulator smoke test: every strategy over 200k objects of two shapes, exact counts, no timing asserts."""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+import pytest
+from hpcstage.s3util import list_page
+
+from bench import keyspace as K
+from bench.sim.params import DEFAULT
+from bench.sim.s3 import S3World
+from bench.sim.strategies import STRATEGIES, simulate
+
+N = 200_000
+
+
+@pytest.fixture(scope="module", params=["unicode", "dated"])
+def model(request: pytest.FixtureRequest) -> K.Keyspace:
+    return K.make(request.param, N)
+
+
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if not s.startswith("seed")])
+def test_complete_strategies_count_every_object_once(model: K.Keyspace, strategy: str) -> None:
+    res = simulate(model, strategy, DEFAULT)
+    assert res.objects == model.n
+    assert res.bytes == model.total_bytes
+    assert res.missed == 0
+    assert res.coverage_ok  # listed pieces tile the key space: no gap, no overlap
+    assert res.failures == 0
+    assert res.list_requests >= N // 1000
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_seed_misses_exactly_the_keys_outside_its_alphabet(model: K.Keyspace, interleaved: bool) -> None:
+    expected_missed = sum(not K.seed_covered(model.key(r)) for r in range(model.n))
+    res = simulate(model, "seed-interleaved" if interleaved else "seed-natural", DEFAULT)
+    assert res.missed == expected_missed
+    assert res.objects == model.n - expected_missed
+    if model.name == "unicode":
+        assert expected_missed > 0
+    else:
+        assert expected_missed == 0
+
+
+def test_fast_path_takes_the_same_decisions_as_the_full_path(model: K.Keyspace) -> None:
+    # The fast path bypasses Parquet, statistics and URL decoding; every decision (cuts, budgets,
+    # splits, rounds) and every request must be the same, so virtual time is identical too.
+    fast = simulate(model, "hpcstage", DEFAULT, fast=True)
+    full = simulate(model, "hpcstage", DEFAULT, fast=False)
+    assert (fast.objects, fast.bytes, fast.list_requests, fast.invocations, fast.rounds) == (
+        full.objects,
+        full.bytes,
+        full.list_requests,
+        full.invocations,
+        full.rounds,
+    )
+    assert fast.makespan_s == pytest.approx(full.makespan_s)
+
+
+def test_short_budget_forces_continuation_rounds_and_stays_exact() -> None:
+    ks = K.make("hot-prefix", N)
+    res = simulate(ks, "hpcstage", DEFAULT.with_hpc(shard_seconds=5))
+    assert res.rounds > 1
+    assert res.objects == ks.n and res.bytes == ks.total_bytes and res.coverage_ok
+
+
+def _reference_pages(keys: list[str], **params: Any) -> list[list[str]]:
+    prefix = params.get("Prefix", "")
+    sel = [k for k in keys if k.startswith(prefix) and k > params.get("StartAfter", "")]
+    mk = params.get("MaxKeys", 1000)
+    return [sel[i : i + mk] for i in range(0, len(sel), mk)] or [[]]
+
+
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"MaxKeys": 7},
+        {"Prefix": "données/", "MaxKeys": 50},
+        {"StartAfter": "data/", "MaxKeys": 333},
+        {"Prefix": "日本語のファイル/", "StartAfter": "日本語のファイル/M"},
+        {"Prefix": "nope"},
+    ],
+)
+def test_client_pages_like_s3(params: dict[str, Any], fast: bool) -> None:
+    ks = K.make("unicode", 3_000)
+    keys = [ks.key(r) for r in range(ks.n)]
+    world = S3World(ks, DEFAULT, fast=fast)
+    client = world.client(0.0)
+    got: list[list[str]] = []
+    token = None
+    while True:
+        resp = list_page(
+            client,
+            world.bucket,
+            params.get("Prefix", ""),
+            start_after=params.get("StartAfter"),
+            token=token,
+            max_keys=params.get("MaxKeys", 1000),
+        )
+        page = [o["Key"] for o in resp.get("Contents", [])]
+        assert resp["KeyCount"] == len(page)
+        got.append(page)
+        if not resp["IsTruncated"]:
+            assert "NextContinuationToken" not in resp
+            break
+        token = resp["NextContinuationToken"]
+    assert got == _reference_pages(keys, **params)
+    assert client.now() > 0  # every call advanced the worker's virtual clock
+
+
+def test_url_encoding_round_trips_through_list_page() -> None:
+    ks = K.make("unicode", 2_000)
+    world = S3World(ks, DEFAULT, fast=False)
+    raw = world.client(0.0).list_objects_v2(Bucket=world.bucket, EncodingType="url", MaxKeys=1000)
+    assert raw["EncodingType"] == "url"
+    assert any("%" in o["Key"] or "+" in o["Key"] for o in raw["Contents"])
+    decoded = list_page(world.client(0.0), world.bucket, "")
+    assert [o["Key"] for o in decoded["Contents"]] == [ks.key(r) for r in range(1000)]
+    assert decoded["Contents"][0]["LastModified"].tzinfo is not None
+    assert bisect.bisect_right([ks.key(r) for r in range(ks.n)], ks.key(999)) == 1000
