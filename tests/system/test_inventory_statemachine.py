@@ -47,7 +47,7 @@ def shapes(n: int) -> dict[str, dict[str, tuple[int, str]]]:
 def test_exact_totals_with_forced_continuation(local_stack: Any, shape: str) -> None:
     objects = shapes(2500)[shape]
     bucket = make_bucket(local_stack, objects)
-    res = run(local_stack, {"bucket": bucket, "max_concurrency": 4, "target_shards": 2, "shard_pages": 1})
+    res = run(local_stack, {"bucket": bucket, "max_concurrency": 4, "target_shards": 2, "shard_pages": 1, "min_shard_objects": 100})
     assert res.status == "SUCCEEDED", (res.error, res.cause)
     assert res.output["objects"] == len(objects)
     assert res.output["bytes"] == sum(s for s, _ in objects.values())
@@ -87,7 +87,7 @@ def test_a_failing_shard_is_retried(local_stack: Any, monkeypatch: pytest.Monkey
         return real(*args, **kwargs)
 
     monkeypatch.setattr(tasks, "list_shard", flaky)
-    res = run(local_stack, {"bucket": bucket, "max_concurrency": 2, "target_shards": 2})
+    res = run(local_stack, {"bucket": bucket, "max_concurrency": 2, "target_shards": 2, "min_shard_objects": 100})
     assert res.status == "SUCCEEDED", (res.error, res.cause)
     assert (res.output["objects"], res.output["bytes"]) == (3000, 9000)
     assert failures["n"] == 2
@@ -105,7 +105,7 @@ def test_a_shard_that_keeps_failing_fails_the_execution(
         return real(s3, bucket_, prefix, rng, *a, **kw)
 
     monkeypatch.setattr(tasks, "list_shard", broken)
-    res = run(local_stack, {"bucket": bucket, "max_concurrency": 2, "target_shards": 2})
+    res = run(local_stack, {"bucket": bucket, "max_concurrency": 2, "target_shards": 2, "min_shard_objects": 100})
     assert res.status == "FAILED"  # never a silent partial count
     assert res.error in (
         "IncompleteInventoryError",
@@ -125,10 +125,10 @@ def test_a_shard_that_keeps_failing_fails_the_execution(
 def test_audit_plans_from_the_previous_run_and_reports_the_change(local_stack: Any) -> None:
     aws, _ = local_stack
     bucket = make_bucket(local_stack, {f"d{i % 4}/f{i:05d}": (10, "STANDARD") for i in range(3000)})
-    first = run(local_stack, {"bucket": bucket, "target_shards": 4})
+    first = run(local_stack, {"bucket": bucket, "target_shards": 4, "min_shard_objects": 100})
     assert first.status == "SUCCEEDED"
     seed_bucket(bucket, {"d9/new": (5, "STANDARD")})
-    second = run(local_stack, {"bucket": bucket, "target_shards": 4, "audit": True})
+    second = run(local_stack, {"bucket": bucket, "target_shards": 4, "audit": True, "min_shard_objects": 100})
     assert second.status == "SUCCEEDED", (second.error, second.cause)
     assert second.output["objects"] == 3001
     assert second.output["diff"] == {"objects": 1, "bytes": 5}

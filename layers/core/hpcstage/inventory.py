@@ -137,10 +137,11 @@ def finalize(
     destination_arn: str,
     manifest_key_prefix: str = "",
     previous_summary: dict[str, Any] | None = None,
+    map_fn: Any = None,
 ) -> dict[str, Any]:
     """Check completeness, merge statistics, write manifest, summary.json, report.txt and ranges.json."""
     check_complete(plan.ranges, results)
-    stats = load_stats(store, results)
+    stats = load_stats(store, results, map_fn)
     parts = [p for r in results for p in r.parts]
     write_manifest(
         store,

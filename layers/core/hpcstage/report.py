@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -195,12 +195,23 @@ def render_report(summary: dict[str, Any], top_prefixes: int = 15) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_stats(store: OutputStore, results: Iterable[ShardResult]) -> InventoryStats:
-    merged: InventoryStats | None = None
-    for res in results:
+def load_stats(
+    store: OutputStore,
+    results: Iterable[ShardResult],
+    map_fn: Callable[[Callable[[ShardResult], InventoryStats], list[ShardResult]], list[InventoryStats]]
+    | None = None,
+) -> InventoryStats:
+    """Merge every result's statistics; ``map_fn`` reads them (in parallel from S3: see tasks)."""
+    todo = list(results)
+    for res in todo:
         if res.stats_key is None:
             raise IncompleteInventoryError(f"range {res.range.id} returned no statistics")
-        st = InventoryStats.from_dict(json.loads(store.get_bytes(res.stats_key)))
+
+    def read(res: ShardResult) -> InventoryStats:
+        return InventoryStats.from_dict(json.loads(store.get_bytes(str(res.stats_key))))
+
+    merged: InventoryStats | None = None
+    for st in (map_fn or (lambda f, xs: [f(x) for x in xs]))(read, todo):
         if merged is None:
             merged = InventoryStats(prefix=st.prefix, depth=st.depth, now=st.now, top_n=st.top_n)
         merged.merge(st)
