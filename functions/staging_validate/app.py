@@ -1,0 +1,26 @@
+"""Validate the staging request (the state machine's first state) and record it under the run's work prefix."""
+
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from hpcstage import clients, staging_tasks
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    cfg = staging_tasks.validate_staging_input(
+        event.get("input"),
+        run_id=str(event["run_id"]),
+        work_bucket=os.environ["STAGING_WORK_BUCKET"],
+        work_prefix=os.environ.get("STAGING_WORK_PREFIX", "staging"),
+        defaults=staging_tasks.StagingDefaults.from_env(os.environ),
+    )
+    logger.info("staging requested", extra={"inventory": cfg.inventory, "target": cfg.target["type"]})
+    return staging_tasks.validate_task(clients.s3(), cfg)
