@@ -4,8 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# aws-sam-cli pins an older boto3 than the project, so it lives in a venv of its own
+SAM_VENV := .venv-sam
+SAM := $(SAM_VENV)/bin/sam
 
-.PHONY: demo test lint typecheck validate unit functional system bench bench-smoke clean slurm-start slurm-stop
+.PHONY: demo test lint typecheck validate layer bench cpu-bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "hpcstage needs Python 3.11+"'
@@ -14,7 +17,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+$(SAM):
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==1.170.0
+
 demo: $(STAMP)
+	@# the staging part runs a real Slurm job: start the local Slurm when we can (root, apt)
+	@if [ "$$(id -u)" = "0" ]; then bash scripts/slurm-local.sh start || echo "local Slurm did not start: the demo will skip staging"; fi
 	$(VENV)/bin/hpcstage demo
 
 lint: $(STAMP)
@@ -26,11 +35,22 @@ typecheck: $(STAMP)
 	# every handler is functions/<name>/app.py (Lambda's convention), so each is its own mypy run
 	for f in functions/*/app.py; do $(VENV)/bin/mypy --follow-imports=silent $$f || exit 1; done
 
-test: $(STAMP) lint typecheck
+# cfn-lint, statelint, sam validate --lint and the ASL/template cross-checks (also part of `make test`)
+validate: $(STAMP) $(SAM)
+	$(VENV)/bin/pytest -q tests/unit/test_templates.py
+
+test: $(STAMP) $(SAM) lint typecheck
 	$(VENV)/bin/pytest -q -m "not heavy"
+
+# build the Lambda layer with sam (python3.12 needed on PATH) and check its size against the 250 MB limit
+layer: $(STAMP) $(SAM)
+	$(PY) -m bench.layer_size
+
+cpu-bench: $(STAMP)
+	$(PY) -m bench.cpu_per_key --keys 1000000
 
 bench: $(STAMP)
 	$(PY) -m bench.run_all
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) .pytest_cache .mypy_cache .ruff_cache .aws-sam bench/out hpcstage-demo

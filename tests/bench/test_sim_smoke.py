@@ -122,3 +122,28 @@ def test_url_encoding_round_trips_through_list_page() -> None:
     assert [o["Key"] for o in decoded["Contents"]] == [ks.key(r) for r in range(1000)]
     assert decoded["Contents"][0]["LastModified"].tzinfo is not None
     assert bisect.bisect_right([ks.key(r) for r in range(ks.n)], ks.key(999)) == 1000
+
+
+def test_result_reads_run_in_virtual_parallel() -> None:
+    # continue_task/reduce_task read results through hpcstage.tasks.parallel_map (32 threads): in the
+    # simulator n GETs cost about ceil(n/32) GET latencies on the caller's clock, deterministically.
+    from hpcstage import tasks
+
+    from bench.sim.fastpath import virtual_result_readers
+
+    world = S3World(K.make("uniform", 1_000), DEFAULT)
+    keys = [f"results/{i}.json" for i in range(320)]
+    for k in keys:
+        world.objects[("res", k)] = b"{}"
+
+    def elapsed() -> float:
+        client = world.client(100.0)
+        with virtual_result_readers():
+            got = tasks.parallel_map(lambda k: client.get_object(Bucket="res", Key=k)["Body"].read(), keys)
+        assert got == [b"{}"] * len(keys)
+        return client.now() - 100.0
+
+    t = elapsed()
+    serial = len(keys) * DEFAULT.s3.get_latency_s
+    assert serial / 40 < t < serial / 16  # ~10 rounds of 32 GETs, not 320 GETs one after another
+    assert elapsed() == t

@@ -47,7 +47,16 @@ def shapes(n: int) -> dict[str, dict[str, tuple[int, str]]]:
 def test_exact_totals_with_forced_continuation(local_stack: Any, shape: str) -> None:
     objects = shapes(2500)[shape]
     bucket = make_bucket(local_stack, objects)
-    res = run(local_stack, {"bucket": bucket, "max_concurrency": 4, "target_shards": 2, "shard_pages": 1, "min_shard_objects": 100})
+    res = run(
+        local_stack,
+        {
+            "bucket": bucket,
+            "max_concurrency": 4,
+            "target_shards": 2,
+            "shard_pages": 1,
+            "min_shard_objects": 100,
+        },
+    )
     assert res.status == "SUCCEEDED", (res.error, res.cause)
     assert res.output["objects"] == len(objects)
     assert res.output["bytes"] == sum(s for s, _ in objects.values())
@@ -87,7 +96,9 @@ def test_a_failing_shard_is_retried(local_stack: Any, monkeypatch: pytest.Monkey
         return real(*args, **kwargs)
 
     monkeypatch.setattr(tasks, "list_shard", flaky)
-    res = run(local_stack, {"bucket": bucket, "max_concurrency": 2, "target_shards": 2, "min_shard_objects": 100})
+    res = run(
+        local_stack, {"bucket": bucket, "max_concurrency": 2, "target_shards": 2, "min_shard_objects": 100}
+    )
     assert res.status == "SUCCEEDED", (res.error, res.cause)
     assert (res.output["objects"], res.output["bytes"]) == (3000, 9000)
     assert failures["n"] == 2
@@ -105,7 +116,9 @@ def test_a_shard_that_keeps_failing_fails_the_execution(
         return real(s3, bucket_, prefix, rng, *a, **kw)
 
     monkeypatch.setattr(tasks, "list_shard", broken)
-    res = run(local_stack, {"bucket": bucket, "max_concurrency": 2, "target_shards": 2, "min_shard_objects": 100})
+    res = run(
+        local_stack, {"bucket": bucket, "max_concurrency": 2, "target_shards": 2, "min_shard_objects": 100}
+    )
     assert res.status == "FAILED"  # never a silent partial count
     assert res.error in (
         "IncompleteInventoryError",

@@ -62,8 +62,14 @@ def test_malformed_input_says_what_is_wrong(event: object, message: str) -> None
 
 def test_defaults() -> None:
     cfg = validate_input({"bucket": "ok-bucket"}, run_id="run-1", results_bucket="results")
-    assert (cfg.prefix, cfg.max_concurrency, cfg.target_shards, cfg.shard_seconds, cfg.min_shard_objects,
-            cfg.audit) == (
+    assert (
+        cfg.prefix,
+        cfg.max_concurrency,
+        cfg.target_shards,
+        cfg.shard_seconds,
+        cfg.min_shard_objects,
+        cfg.audit,
+    ) == (
         "",
         1000,
         1000,

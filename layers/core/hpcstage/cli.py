@@ -63,7 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="execute a state machine locally (embedded default)")
     run.add_argument("machine", choices=["inventory", "staging"])
     run.add_argument("--input", required=True, help="execution input JSON file (see events/)")
-    run.add_argument("--json", action="store_true")
+    run.add_argument(
+        "--seed-objects",
+        type=_positive_int,
+        default=20_000,
+        help="objects to seed the input's bucket with in the local emulator (default 20,000)",
+    )
 
     demo = sub.add_parser("demo", help="the embedded default, end to end, offline")
     demo.add_argument("--objects", type=_positive_int, default=100_000)

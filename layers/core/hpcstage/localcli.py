@@ -37,6 +37,12 @@ CLASSES = [
 ]
 
 
+def tasks_bucket_name_ok(name: str) -> bool:
+    from .tasks import BUCKET_NAME
+
+    return bool(BUCKET_NAME.match(name))
+
+
 def _project_root() -> Path:
     if not (ROOT / "template.yaml").exists():
         raise InputError(f"template.yaml not found under {ROOT}: run from a checkout of hpcstage")
@@ -116,13 +122,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as err:
         raise InputError(f"{args.input} is not valid JSON: {err}") from None
     if args.machine != "inventory":
-        raise InputError("only the inventory state machine is available locally so far")
+        raise InputError(
+            "a staging run needs an inventory in the same emulator, which lives in memory for one command: "
+            "`hpcstage demo` runs inventory then staging locally; deployed, start staging from the console"
+        )
     os.environ.update(QUIET_ENV)
     with LocalAws() as aws:
         deployed = aws.deploy(root / "template.yaml", {}, root)
-        aws.client("s3").create_bucket(Bucket=event.get("bucket", DEMO_BUCKET)) if isinstance(
-            event, dict
-        ) else None
+        bucket = event.get("bucket") if isinstance(event, dict) else None
+        if isinstance(bucket, str) and tasks_bucket_name_ok(bucket):
+            # The embedded default starts empty: seed the named bucket with the demo's research layout.
+            aws.client("s3").create_bucket(Bucket=bucket)
+            seed_bucket(bucket, demo_objects(args.seed_objects))
+            print(f"seeded s3://{bucket} with {args.seed_objects:,} demo objects", file=sys.stderr)
         res = run_inventory_machine(aws, deployed, event)
     print(json.dumps({"status": res.status, "output": res.output, "error": res.error, "cause": res.cause}))
     return 0 if res.succeeded else 1
@@ -191,6 +203,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if ours != expected or (independent and independent != ours):
             raise HpcstageError("totals disagree")
         print("   totals agree.")
+        print(
+            "7. staging: select from the inventory -> stage into a local cache -> real Slurm job -> export -> "
+            "verify -> release (statemachines/staging.asl.json):",
+            flush=True,
+        )
+        from .localstaging import demo_staging, slurm_problem
+
+        problem = slurm_problem()
+        if problem is not None:
+            print(
+                f"   skipped: the local Slurm is not running ({problem}). As root, `make demo` starts it "
+                "(scripts/slurm-local.sh start); the inventory part above is complete."
+            )
+        else:
+            inventory_root = out["summary"].rsplit("/", 1)[0]
+            demo_staging(aws, deployed, inventory_root, work)
     print(f"\nOutput kept in {local_out}/ (manifest.json, data/*.parquet, summary.json, report.txt)")
     return 0
 

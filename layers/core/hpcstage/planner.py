@@ -42,15 +42,15 @@ TOP = "\U0010ffff" * 260
 class PlannerConfig:
     target_shards: int = 64
     min_shard_objects: int = 2_000
-    probe_keys: int = 100
+    probe_keys: int = 1000  # a probe costs one request whatever it returns: take a full page of knowledge
     first_round_probes: int = 0  # 0 = derived from target_shards
     rounds: int = 6
     max_probes: int = 0  # 0 = derived from target_shards
     workers: int = 32
 
     def derived(self) -> tuple[int, int]:
-        first = self.first_round_probes or max(64, min(256, 2 * self.target_shards))
-        budget = self.max_probes or max(128, 4 * self.target_shards)
+        first = self.first_round_probes or min(64, max(8, self.target_shards))
+        budget = self.max_probes or max(64, 2 * self.target_shards)
         return first, budget
 
 

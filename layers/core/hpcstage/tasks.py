@@ -23,7 +23,7 @@ from .output import S3Store
 from .planner import PlannerConfig, plan_from_hints, plan_shards
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 DEFAULT_MAX_CONCURRENCY = 1000
 # A lister stops after this long and hands its remainder back, split: short enough that a range the
 # planner under-estimated is split again within a minute, long enough to amortise a round.
@@ -94,7 +94,7 @@ def validate_input(
     if unknown:
         raise InputError(f"unknown input field(s): {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
     bucket = event.get("bucket")
-    if not isinstance(bucket, str) or not _BUCKET.match(bucket):
+    if not isinstance(bucket, str) or not BUCKET_NAME.match(bucket):
         raise InputError(f"'bucket' must be an S3 bucket name (e.g. \"my-data\"), got {bucket!r}")
     prefix = event.get("prefix", "")
     if not isinstance(prefix, str) or len(prefix.encode()) > 1024:
