@@ -50,6 +50,7 @@ cpu-bench: $(STAMP)
 	$(PY) -m bench.cpu_per_key --keys 1000000
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m bench.run_all
 
 clean:
