@@ -1,4 +1,5 @@
 import sys
+
 from pathlib import Path
 
 # tests/fakes.py is a test helper module shared by the tiers, imported by its file name.
