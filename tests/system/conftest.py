@@ -1,5 +1,4 @@
 import sys
-
 from pathlib import Path
 
 # tests/fakes.py is a test helper module shared by the tiers, imported by its file name.
