@@ -140,11 +140,18 @@ def test_audit_plans_from_the_previous_run_and_reports_the_change(local_stack: A
     bucket = make_bucket(local_stack, {f"d{i % 4}/f{i:05d}": (10, "STANDARD") for i in range(3000)})
     first = run(local_stack, {"bucket": bucket, "target_shards": 4, "min_shard_objects": 100})
     assert first.status == "SUCCEEDED"
-    seed_bucket(bucket, {"d9/new": (5, "STANDARD")})
+    seed_bucket(bucket, {"d9/new": (5, "STANDARD"), "d0/f00000": (12, "STANDARD")})  # one added, one changed
+    aws.client("s3").delete_object(Bucket=bucket, Key="d1/f00001")  # one removed
     second = run(local_stack, {"bucket": bucket, "target_shards": 4, "audit": True, "min_shard_objects": 100})
     assert second.status == "SUCCEEDED", (second.error, second.cause)
-    assert second.output["objects"] == 3001
-    assert second.output["diff"] == {"objects": 1, "bytes": 5}
+    assert second.output["objects"] == 3000
+    assert second.output["diff"] == {
+        "objects": 0,
+        "bytes": 5 - 10 + 2,
+        "added": {"objects": 1, "bytes": 5},
+        "removed": {"objects": 1, "bytes": 10},
+        "changed": {"objects": 1, "bytes": 2},
+    }
     summary_uri = second.output["summary"]
     b, k = summary_uri[len("s3://") :].split("/", 1)
     summary = json.loads(aws.client("s3").get_object(Bucket=b, Key=k)["Body"].read())

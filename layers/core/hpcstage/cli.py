@@ -95,6 +95,17 @@ def _output_store(out: str | None, bucket: str, s3: Any) -> tuple[OutputStore, s
     return LocalStore(root_dir), f"file://{root_dir.resolve()}", ""
 
 
+def _previous_store(previous: dict[str, Any] | None, s3: Any) -> OutputStore | None:
+    """Where the previous run's output is, from its summary (for the object-level diff)."""
+    if not previous or not previous.get("output"):
+        return None
+    where = str(previous["output"])
+    if where.startswith("s3://"):
+        url = parse_s3_url(where)
+        return S3Store(s3, url.bucket, url.prefix.rstrip("/"))
+    return LocalStore(where) if Path(where).is_dir() else None
+
+
 class _ProgressDisplay:
     """A rich live line on stderr: objects, bytes, ranges done, rate."""
 
@@ -145,7 +156,8 @@ def cmd_inventory(args: argparse.Namespace) -> int:
         planner=PlannerConfig(target_shards=args.shards or 4 * args.workers),
         listing=ListOptions(stats_depth=args.depth),
         hints=_read_json(args.hints) if args.hints else None,
-        previous_summary=_read_json(args.previous) if args.previous else None,
+        previous_summary=(previous := _read_json(args.previous) if args.previous else None),
+        previous_store=_previous_store(previous, s3),
         destination_arn=dest_arn,
         manifest_key_prefix=key_prefix,
     )

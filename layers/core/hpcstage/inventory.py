@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .diff import diff_inventories
 from .lister import Budget, ListOptions, list_shard
 from .model import KeyRange, Plan, ShardResult
 from .output import OutputStore, write_manifest
@@ -53,6 +54,7 @@ class InventoryOptions:
     previous_summary: dict[str, Any] | None = None
     destination_arn: str = ""
     manifest_key_prefix: str = ""
+    previous_store: OutputStore | None = None  # the previous run's output: object-level diff
 
 
 def make_plan(s3: Any, bucket: str, prefix: str, opts: InventoryOptions) -> Plan:
@@ -123,6 +125,7 @@ def run_inventory(
         destination_arn=opts.destination_arn or store.uri(),
         manifest_key_prefix=opts.manifest_key_prefix,
         previous_summary=opts.previous_summary,
+        previous_store=opts.previous_store,
     )
 
 
@@ -138,6 +141,7 @@ def finalize(
     manifest_key_prefix: str = "",
     previous_summary: dict[str, Any] | None = None,
     map_fn: Any = None,
+    previous_store: OutputStore | None = None,
 ) -> dict[str, Any]:
     """Check completeness, merge statistics, write manifest, summary.json, report.txt and ranges.json."""
     check_complete(plan.ranges, results)
@@ -166,6 +170,19 @@ def finalize(
     summary["plan_method"] = plan.method
     if previous_summary is not None:
         summary["diff"] = diff_summaries(previous_summary, summary)
+        if previous_store is not None:
+            # object-level: added, removed and changed, by streaming both inventories in key order
+            previous_parts = [
+                f["key"] for f in json.loads(previous_store.get_bytes("manifest.json"))["files"]
+            ]
+            summary["diff"]["exact"] = diff_inventories(
+                previous_parts,
+                [p.key for p in parts],
+                prefix=prefix,
+                depth=stats.depth,
+                open_previous=previous_store.open,
+                open_current=store.open,
+            )
     store.put_bytes("summary.json", json.dumps(summary, indent=2).encode())
     store.put_bytes("report.txt", render_report(summary).encode())
     store.put_bytes("ranges.json", json.dumps(ranges_document(results)).encode())

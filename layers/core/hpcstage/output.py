@@ -62,6 +62,8 @@ class OutputStore(Protocol):
 
     def uri(self, key: str = "") -> str: ...
 
+    def open(self, key: str) -> Any: ...
+
 
 class LocalStore:
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -94,6 +96,9 @@ class LocalStore:
 
     def uri(self, key: str = "") -> str:
         return str(self.root / key) if key else str(self.root)
+
+    def open(self, key: str) -> Any:
+        return open(self._path(key), "rb")  # noqa: SIM115 - the caller (pyarrow) owns the file
 
 
 class S3Store:
@@ -133,6 +138,13 @@ class S3Store:
 
     def key_for(self, key: str) -> str:
         return self._key(key)
+
+    def open(self, key: str) -> Any:
+        """A seekable reader; accepts a key relative to the store or already prefixed (manifests hold those)."""
+        from .diff import S3RangeFile
+
+        full = key if self.prefix and key.startswith(self.prefix + "/") else self._key(key)
+        return S3RangeFile(self.s3, self.bucket, full)
 
 
 def _file_md5(path: str) -> str:

@@ -189,8 +189,23 @@ def render_report(summary: dict[str, Any], top_prefixes: int = 15) -> str:
             f"Change since the previous inventory ({d.get('previous_finished')}):",
             f"  objects {d['objects']:+,}  bytes {d['bytes']:+,}",
         ]
-        for row in d["by_prefix"][:top_prefixes]:
-            lines.append(f"  {row['prefix'] or '(root)':<40} {row['objects']:+12,}  {row['bytes']:+,} B")
+        exact = d.get("exact")
+        if exact:
+            lines.append(
+                "  "
+                + ", ".join(
+                    f"{k} {exact[k]['objects']:,} ({exact[k]['bytes']:+,} B)"
+                    for k in ("added", "removed", "changed")
+                )
+            )
+            for row in exact["by_prefix"][:top_prefixes]:
+                lines.append(
+                    f"  {row['prefix'] or '(root)':<40} +{row['added']['objects']:,} "
+                    f"-{row['removed']['objects']:,} ~{row['changed']['objects']:,}"
+                )
+        else:
+            for row in d["by_prefix"][:top_prefixes]:
+                lines.append(f"  {row['prefix'] or '(root)':<40} {row['objects']:+12,}  {row['bytes']:+,} B")
     lines.append(f"\nOutput: {s['output']}")
     return "\n".join(lines) + "\n"
 

@@ -125,17 +125,19 @@ def config_from(d: dict[str, Any]) -> RunConfig:
     return RunConfig(**d)
 
 
-def _previous(s3: Any, cfg: RunConfig) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
-    """The previous run's summary and per-range counts for the same target, if one is recorded."""
+def _previous(
+    s3: Any, cfg: RunConfig
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None, S3Store | None]:
+    """The previous run's summary, per-range counts and output, for the same target, if recorded."""
     from botocore.exceptions import ClientError
 
     try:
         latest = json.loads(s3.get_object(Bucket=cfg.results_bucket, Key=cfg.latest_key)["Body"].read())
         prev = S3Store(s3, cfg.results_bucket, latest["root"])
-        return json.loads(prev.get_bytes("summary.json")), json.loads(prev.get_bytes("ranges.json"))
+        return json.loads(prev.get_bytes("summary.json")), json.loads(prev.get_bytes("ranges.json")), prev
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            return None, None
+            return None, None, None
         raise
 
 
@@ -246,7 +248,7 @@ def reduce_task(s3: Any, cfg: RunConfig, rounds: int, started: str) -> dict[str,
     for n in range(rounds):
         ids += [d["id"] for d in json.loads(store.get_bytes(round_key(n)))]
     results = list(_load_results(s3, cfg, ids).values())
-    previous = _previous(s3, cfg)[0] if cfg.audit else None
+    previous, _, previous_store = _previous(s3, cfg) if cfg.audit else (None, None, None)
     summary = finalize(
         store,
         bucket=cfg.bucket,
@@ -258,6 +260,7 @@ def reduce_task(s3: Any, cfg: RunConfig, rounds: int, started: str) -> dict[str,
         manifest_key_prefix=f"{cfg.root}/",
         previous_summary=previous,
         map_fn=parallel_map,
+        previous_store=previous_store,
     )
     s3.put_object(
         Bucket=cfg.results_bucket,
@@ -282,6 +285,9 @@ def reduce_task(s3: Any, cfg: RunConfig, rounds: int, started: str) -> dict[str,
     small["summary"] = f"s3://{cfg.results_bucket}/{cfg.root}/summary.json"
     if "diff" in summary:
         small["diff"] = {"objects": summary["diff"]["objects"], "bytes": summary["diff"]["bytes"]}
+        exact = summary["diff"].get("exact")
+        if exact:
+            small["diff"].update({k: exact[k] for k in ("added", "removed", "changed")})
     return small
 
 
