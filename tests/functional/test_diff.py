@@ -9,11 +9,10 @@ from typing import Any
 import boto3
 import pytest
 from helpers import seed
-from moto import mock_aws
-
 from hpcstage.inventory import InventoryOptions, run_inventory
 from hpcstage.output import LocalStore, S3Store
 from hpcstage.planner import PlannerConfig
+from moto import mock_aws
 
 
 @pytest.fixture
