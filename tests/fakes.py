@@ -31,9 +31,18 @@ class FakeS3:
             start = bisect.bisect_right(self.keys, p["StartAfter"]) if "StartAfter" in p else 0
         start = max(start, bisect.bisect_left(self.keys, prefix))
         out: list[str] = []
+        prefixes: list[str] = []
+        delim = p.get("Delimiter")
         i = start
-        while i < len(self.keys) and len(out) < max_keys and self.keys[i].startswith(prefix):
-            out.append(self.keys[i])
+        while i < len(self.keys) and len(out) + len(prefixes) < max_keys and self.keys[i].startswith(prefix):
+            key = self.keys[i]
+            cut = key.find(delim, len(prefix)) if delim else -1
+            if cut >= 0:  # rolled up into a common prefix; skip the rest of it
+                cp = key[: cut + len(delim)]
+                prefixes.append(cp)
+                i = bisect.bisect_left(self.keys, cp + "\U0010ffff")
+                continue
+            out.append(key)
             i += 1
         truncated = i < len(self.keys) and self.keys[i].startswith(prefix)
         enc = p.get("EncodingType") == "url"
@@ -56,6 +65,8 @@ class FakeS3:
             resp["EncodingType"] = "url"
         if not out:
             del resp["Contents"]
+        if prefixes:
+            resp["CommonPrefixes"] = [{"Prefix": cp} for cp in prefixes]
         if truncated:
-            resp["NextContinuationToken"] = out[-1]
+            resp["NextContinuationToken"] = max(out[-1:] + prefixes[-1:])
         return resp

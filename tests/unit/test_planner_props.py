@@ -117,3 +117,23 @@ def test_hints_with_a_hole_are_rejected() -> None:
             ],
             4,
         )
+
+
+def test_directory_walk_balances_a_hierarchy_better_than_probing_alone() -> None:
+    import random
+
+    rng = random.Random(4)
+    keys = [
+        f"data/year={2020 + rng.randint(0, 4)}/month={rng.randint(1, 12):02d}/part-{rng.getrandbits(48):012x}"
+        for _ in range(60_000)
+    ]
+
+    def worst(discover: bool) -> float:
+        s3 = FakeS3(keys)
+        cfg = PlannerConfig(target_shards=64, min_shard_objects=100, discover_directories=discover)
+        plan = plan_shards(s3, "bkt", "", config=cfg)
+        assert_partition(plan.ranges, s3.keys)
+        counts = [count_in(s3.keys, r) for r in plan.ranges]
+        return max(counts) / (len(s3.keys) / len(counts))
+
+    assert worst(True) < worst(False)

@@ -47,6 +47,7 @@ class PlannerConfig:
     rounds: int = 6
     max_probes: int = 0  # 0 = derived from target_shards
     workers: int = 32
+    discover_directories: bool = True  # walk "/" levels first (cheap structure for hierarchical keys)
 
     def derived(self) -> tuple[int, int]:
         first = self.first_round_probes or min(64, max(8, self.target_shards))
@@ -205,6 +206,58 @@ class _Prober:
             kb.add_probe(point, keys, truncated)
 
 
+def _directory_points(
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    cfg: PlannerConfig,
+    counter: RequestCounter,
+    max_dirs: int,
+    max_requests: int,
+) -> tuple[list[str], int]:
+    """Directory boundaries from a breadth-first walk with Delimiter="/" (one request per directory).
+
+    Keys are usually hierarchical ("project/run=12/lane3/..."): a directory is a contiguous key range,
+    so its name is a natural probe point, and the run a probe returns there teaches the alphabet the
+    values of every level. Stops descending when the next level would exceed ``max_dirs``.
+    """
+    level, points, sent = [prefix], [], 0
+    while level and sent + len(level) <= max_requests:
+
+        def children(p: str) -> list[str] | None:
+            params: dict[str, Any] = {"Bucket": bucket, "Prefix": p, "Delimiter": "/", "MaxKeys": 1000}
+            if not p:
+                params.pop("Prefix")
+            try:
+                resp = s3.list_objects_v2(**params)
+            except Exception as err:  # noqa: BLE001 - structure is optional: errors surface in probing
+                from botocore.exceptions import ClientError
+
+                if isinstance(err, ClientError):
+                    return []
+                raise
+            counter.add(1, int(resp.get("ResponseMetadata", {}).get("RetryAttempts", 0)))
+            if resp.get("IsTruncated"):
+                return None  # more than a page of entries: not a directory tree worth walking
+            return [c["Prefix"] for c in resp.get("CommonPrefixes", ())]
+
+        workers = max(1, min(cfg.workers, len(level)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dirs") as pool:
+            listed = list(pool.map(children, level))
+        sent += len(level)
+        if any(cs is None for cs in listed):
+            break  # keep the levels known completely; a partial level would bias the probes
+        found = [c for cs in listed if cs for c in cs]
+        points += found
+        if not found or len(found) > max_dirs:
+            break
+        level = found
+    if len(points) > max_dirs:  # keep an even sample of the deepest level seen
+        step = len(points) / max_dirs
+        points = [points[int(i * step)] for i in range(max_dirs)]
+    return sorted(set(points)), sent
+
+
 def _initial_points(kb: _Knowledge, n: int) -> list[str]:
     """The lower bound itself, plus n-1 points evenly spaced over the interval's coordinates."""
     points = [kb.lo]
@@ -271,6 +324,20 @@ def _explore(kb: _Knowledge, prober: _Prober, cfg: PlannerConfig, first: int, bu
     sent = 1
     if not kb.gaps():
         return sent
+    if cfg.discover_directories and kb.lo == BOTTOM:
+        dirs, walked = _directory_points(
+            prober.s3,
+            prober.bucket,
+            prober.prefix,
+            cfg,
+            prober.counter,
+            max_dirs=max(8, (budget - sent) // 2),
+            max_requests=max(8, budget // 4),
+        )
+        sent += walked
+        pts = [d for d in dirs if kb.lo < d < kb.hi][: max(0, budget - sent)]
+        prober.run(kb, pts)
+        sent += len(pts)
     pts = [p for p in _initial_points(kb, min(first, budget)) if p != kb.lo]
     prober.run(kb, pts)
     sent += len(pts)
