@@ -119,21 +119,28 @@ def test_hints_with_a_hole_are_rejected() -> None:
         )
 
 
-def test_directory_walk_balances_a_hierarchy_better_than_probing_alone() -> None:
-    import random
+def test_directory_walk_finds_every_directory_of_a_complete_tree() -> None:
+    from hpcstage.planner import _directory_points
+    from hpcstage.s3util import RequestCounter
 
-    rng = random.Random(4)
-    keys = [
-        f"data/year={2020 + rng.randint(0, 4)}/month={rng.randint(1, 12):02d}/part-{rng.getrandbits(48):012x}"
-        for _ in range(60_000)
+    keys = [f"data/y={y}/m={m:02d}/f{i}" for y in (2023, 2024) for m in range(1, 4) for i in range(3)] + [
+        "top"
     ]
+    counter = RequestCounter()
+    points, sent = _directory_points(
+        FakeS3(keys), "bkt", "", PlannerConfig(), counter, max_dirs=100, max_requests=50
+    )
+    expected_leaves = {f"data/y={y}/m={m:02d}/" for y in (2023, 2024) for m in range(1, 4)}
+    assert set(points) == {"data/", "data/y=2023/", "data/y=2024/"} | expected_leaves
+    assert sent == counter.requests == 1 + 1 + 2 + 6  # one Delimiter listing per directory, level by level
 
-    def worst(discover: bool) -> float:
-        s3 = FakeS3(keys)
-        cfg = PlannerConfig(target_shards=64, min_shard_objects=100, discover_directories=discover)
-        plan = plan_shards(s3, "bkt", "", config=cfg)
-        assert_partition(plan.ranges, s3.keys)
-        counts = [count_in(s3.keys, r) for r in plan.ranges]
-        return max(counts) / (len(s3.keys) / len(counts))
 
-    assert worst(True) < worst(False)
+def test_directory_walk_stops_at_a_level_it_cannot_see_whole() -> None:
+    from hpcstage.planner import _directory_points
+    from hpcstage.s3util import RequestCounter
+
+    keys = [f"d{i:04d}/x" for i in range(1500)]  # 1,500 top-level directories: more than one page
+    points, sent = _directory_points(
+        FakeS3(keys), "bkt", "", PlannerConfig(), RequestCounter(), max_dirs=100, max_requests=50
+    )
+    assert (points, sent) == ([], 1)

@@ -80,6 +80,7 @@ def list_shard(
     stats = InventoryStats(prefix=prefix, depth=opts.stats_depth, now=now)
     token: str | None = None
     last: str | None = None
+    page_ends: list[str] = []  # one real key per page: the alphabet for splitting the remainder
     pages = 0
     done = False
     try:
@@ -106,6 +107,10 @@ def list_shard(
                 before_objects, before_bytes = stats.objects, stats.bytes
                 stats.add_page(objects)
                 last = keys[n - 1]
+                if len(page_ends) < 2048:
+                    page_ends.append(last)
+                else:  # keep an even sample of a long listing
+                    page_ends[pages % 2048] = last
                 if on_page is not None:
                     on_page(stats.objects - before_objects, stats.bytes - before_bytes)
             if past_end or not resp.get("IsTruncated"):
@@ -129,7 +134,9 @@ def list_shard(
         remainder = KeyRange(
             id=rng.id, start_after=checkpoint, end=rng.end, estimate=max(0, rng.estimate - stats.objects)
         )
-        subranges = split_range(s3, bucket, prefix, remainder, opts.split_parts, counter=split_counter)
+        subranges = split_range(
+            s3, bucket, prefix, remainder, opts.split_parts, counter=split_counter, seed_keys=page_ends
+        )
     stats_key = f"stats/{rng.id}.json"
     store.put_bytes(stats_key, json.dumps(stats.to_dict()).encode())
     return ShardResult(

@@ -258,10 +258,14 @@ def _directory_points(
     return sorted(set(points)), sent
 
 
-def _initial_points(kb: _Knowledge, n: int) -> list[str]:
+def _initial_points(kb: _Knowledge, n: int, seeded: bool = False) -> list[str]:
     """The lower bound itself, plus n-1 points evenly spaced over the interval's coordinates."""
     points = [kb.lo]
-    frame = kb.interval(kb.lo, kb.hi)
+    lo_b, hi_b = kb._frame_bytes(kb.lo, kb.hi)
+    # Plain byte coordinates: this round explores the unknown, and an alphabet learned from the
+    # first probe alone would crowd every point into that probe's corner -- unless the caller
+    # seeded the alphabet with keys spread over the region (a lister's page ends).
+    frame = (kb.interval(kb.lo, kb.hi) if seeded else Interval(lo_b, hi_b)) if lo_b < hi_b else None
     if frame is not None:
         for i in range(1, n):
             p = frame.at(i / n)
@@ -316,7 +320,9 @@ def _byte_width_log(kb: _Knowledge, g: _Gap) -> float:
     return math.log(max(iv.width, 1)) - 8 * math.log(256) * len(iv.base) / 8
 
 
-def _explore(kb: _Knowledge, prober: _Prober, cfg: PlannerConfig, first: int, budget: int) -> int:
+def _explore(
+    kb: _Knowledge, prober: _Prober, cfg: PlannerConfig, first: int, budget: int, seeded: bool = False
+) -> int:
     """Probe rounds; returns the number of probes sent."""
     # The lower bound alone first: a missing bucket fails on one request, and a range that fits in
     # one probe is fully known at once.
@@ -338,7 +344,7 @@ def _explore(kb: _Knowledge, prober: _Prober, cfg: PlannerConfig, first: int, bu
         pts = [d for d in dirs if kb.lo < d < kb.hi][: max(0, budget - sent)]
         prober.run(kb, pts)
         sent += len(pts)
-    pts = [p for p in _initial_points(kb, min(first, budget)) if p != kb.lo]
+    pts = [p for p in _initial_points(kb, min(first, budget), seeded) if p != kb.lo]
     prober.run(kb, pts)
     sent += len(pts)
     for _ in range(cfg.rounds):
@@ -468,9 +474,12 @@ def split_range(
     probe_keys: int = 100,
     counter: RequestCounter | None = None,
     probes: int = 0,
+    seed_keys: Sequence[str] = (),
 ) -> list[KeyRange]:
     """Split (rng.start_after, rng.end] into up to ``parts`` sub-ranges, probing it lightly.
 
+    ``seed_keys`` are keys the caller has seen just before the range (a lister's page ends): they
+    teach the alphabet where keys live, so the probes land among keys rather than in empty byte space.
     Sub-range ids extend the parent's (``r00012.3``), so output part names never collide.
     """
     counter = counter or RequestCounter()
@@ -487,8 +496,10 @@ def split_range(
         max_probes=(probes or 2 * parts) + parts,
     )
     kb = _Knowledge(prefix, lo, hi)
+    for k in seed_keys:
+        kb.alphabet.add(encode(k))
     first, budget = cfg.derived()
-    _explore(kb, _Prober(s3, bucket, prefix, cfg, counter), cfg, first, budget)
+    _explore(kb, _Prober(s3, bucket, prefix, cfg, counter), cfg, first, budget, seeded=bool(seed_keys))
     cuts = _cut(kb, parts, 1)
     subs = [_to_range(f"{rng.id}.{i}", a, b, est) for i, (a, b, est) in enumerate(cuts)]
     return [subs[i] for i in bit_reversal_order(len(subs))]
