@@ -17,9 +17,16 @@ What the fast path bypasses (and how):
   3. Statistics: hpcstage.lister.InventoryStats is swapped for PageStats, which keeps only objects and
      bytes (exact: page length and the keyspace's O(1) byte prefix sums); no histograms or top-N.
   4. Page contents: a LazyPage builds an entry only when list_shard indexes it (the last entry of every
-     page, and every entry of the one page per shard that crosses its end key).
+     page, and every entry of the one page per shard that crosses its end key). list_shard reads a
+     page through hpcstage.s3util.page_objects (no fast-parser Page in the response: the keys view
+     and the objects are the LazyPage itself) and head(objects, n) (a LazyPage slice).
 The swap is done by patching the two names in hpcstage.lister for the duration of a run (the core has
-no injection point for them yet; see the report for the hook we ask for). Full mode (tests, small N)
+no injection point for them yet; see the report for the hook we ask for). Three more names are
+patched in every mode, so that time is virtual: hpcstage.tasks.Budget (the invocation's clock),
+hpcstage.planner.ThreadPoolExecutor (probe rounds) and hpcstage.tasks.parallel_map (the 32 parallel
+result/statistics GETs of continue_task and reduce_task), the last two on VirtualThreadPool; and
+hpcstage.inventory.diff_inventories (audit mode's exact diff, which would read Parquet) is stood in by
+identical_inventories_diff, whose cost is not simulated. Full mode (tests, small N)
 uses the real PartWriter, InventoryStats and URL decoding.
 """
 
@@ -32,6 +39,7 @@ from datetime import datetime
 from typing import Any
 from unittest import mock
 
+import hpcstage.inventory
 import hpcstage.lister
 import hpcstage.planner
 import hpcstage.tasks
@@ -161,4 +169,54 @@ def virtual_task_clock() -> Iterator[None]:
 def virtual_probe_pool() -> Iterator[None]:
     """Run hpcstage.planner's probe rounds on VirtualThreadPool: same parallelism, deterministic times."""
     with mock.patch.object(hpcstage.planner, "ThreadPoolExecutor", VirtualThreadPool):
+        yield
+
+
+def virtual_parallel_map(
+    fn: Callable[[Any], Any], items: Sequence[Any], workers: int = hpcstage.tasks.RESULT_READERS
+) -> list[Any]:
+    """hpcstage.tasks.parallel_map in virtual time: the same ``workers``-thread pool, on VirtualThreadPool.
+
+    Each read is charged to the lane that is free first, and the caller's clock then moves to the
+    latest lane: n GETs cost about ceil(n / workers) GET latencies, not n (list scheduling over the
+    drawn latencies, as a real pool would do), and the result does not depend on the OS scheduler.
+    """
+    items = list(items)
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    return list(VirtualThreadPool(max_workers=min(workers, len(items))).map(fn, items))
+
+
+_REAL_DIFF: Callable[..., dict[str, Any]] | None = getattr(hpcstage.inventory, "diff_inventories", None)
+
+
+def identical_inventories_diff(previous: Sequence[Any], current: Sequence[Any], **kw: Any) -> dict[str, Any]:
+    """Stands in for hpcstage.inventory.diff_inventories (audit mode's exact object-level diff).
+
+    The simulator's "previous run" is the same bucket (only its ranges.json matters: the perfect
+    hints), so the true answer is "nothing added, removed or changed": the real function is called
+    with no parts on either side, which returns that answer in its real shape without reading Parquet
+    (the fast path writes none). Its cost -- the reducer reading both inventories' parts, 2 x N rows --
+    is therefore NOT in the simulated times.
+    """
+    assert _REAL_DIFF is not None
+    keep = {k: v for k, v in kw.items() if k in ("prefix", "depth", "max_prefixes")}
+    return _REAL_DIFF([], [], **keep)
+
+
+@contextlib.contextmanager
+def no_parquet_diff() -> Iterator[None]:
+    """Audit mode's exact diff, without reading Parquet (see identical_inventories_diff)."""
+    if _REAL_DIFF is None:  # a core without the exact diff
+        yield
+        return
+    with mock.patch.object(hpcstage.inventory, "diff_inventories", identical_inventories_diff):
+        yield
+
+
+@contextlib.contextmanager
+def virtual_result_readers() -> Iterator[None]:
+    """continue_task and reduce_task read results and statistics through hpcstage.tasks.parallel_map
+    (a ThreadPoolExecutor of 32): run those reads on virtual lanes instead of real threads."""
+    with mock.patch.object(hpcstage.tasks, "parallel_map", virtual_parallel_map):
         yield

@@ -119,7 +119,9 @@ class HpcstageParams:
 
     max_concurrency: int | None = None  # default 1,000 (tasks.DEFAULT_MAX_CONCURRENCY)
     target_shards: int | None = None  # default = max_concurrency
-    shard_seconds: int | None = None  # default 600; list_task stops 60 s before the Lambda timeout
+    # default 60 s (tasks.DEFAULT_SHARD_SECONDS); list_task also stops 60 s before the Lambda timeout
+    shard_seconds: int | None = None
+    min_shard_objects: int | None = None  # default 50,000 (tasks.DEFAULT_MIN_SHARD_OBJECTS)
     # Peers that run on the same Lambda/Distributed Map platform without splitting (static ranges)
     # resume a range that outlives one invocation from its checkpoint, stopping at this budget.
     static_budget_s: float = 840.0

@@ -11,6 +11,9 @@ starts its own clock at the owner's current time (the owner is blocked in ``pool
 runs), and once the pool's threads have exited, the owner's clock jumps to the latest of theirs (the
 pool's makespan). So a probe round costs max over threads of the sum of their probes, as in Lambda.
 
+Delimiter is supported (CommonPrefixes, each counted in MaxKeys like a key; such pages are built
+entry by entry: only hpcstage's planner uses them, to walk directory levels).
+
 Two modes:
   full  Contents is a list of dicts with URL-encoded keys (EncodingType=url), exactly like boto3.
   fast  Contents is a ``LazyPage``: a sequence that builds an entry only when indexed, with exact
@@ -370,14 +373,34 @@ class SimS3Client:
         else:
             r0 = a
         r0 = min(r0, b)
-        r1 = min(b, r0 + max_keys)
+        delimiter = params.get("Delimiter") or ""
+        ranks: list[int] = []
+        common: list[str] = []
+        if delimiter:
+            # Keys with the delimiter after the prefix roll up into one CommonPrefix each (counted in
+            # MaxKeys like a key); the next entry is the first key after that prefix's range.
+            r1 = r0
+            while r1 < b and len(ranks) + len(common) < max_keys:
+                key = w.ks.key(r1)
+                i = key.find(delimiter, len(prefix))
+                if i >= 0:
+                    cp = key[: i + len(delimiter)]
+                    common.append(cp)
+                    r1 = max(r1 + 1, w.prefix_range(cp)[1])
+                else:
+                    ranks.append(r1)
+                    r1 += 1
+        else:
+            r1 = min(b, r0 + max_keys)
         truncated = r1 < b and max_keys > 0
 
         th, t = self._begin()
         rp = w.p.retry
         sp = w.p.s3
         attempt = 0
-        draw_key = f"{prefix}|{token or start_after or ''}|{max_keys}"
+        draw_key = f"{prefix}|{token or start_after or ''}|{max_keys}" + (
+            f"|{delimiter}" if delimiter else ""
+        )
         while not w.admit(r0, t):
             attempt += 1
             t += sp.slowdown_latency_s
@@ -396,7 +419,7 @@ class SimS3Client:
         self._quota = min(
             rp.quota_capacity, self._quota + (rp.throttling_retry_cost if attempt else rp.success_refund)
         )
-        n = r1 - r0
+        n = len(ranks) + len(common) if delimiter else r1 - r0
         t += self._draw(f"{draw_key}|{attempt}") * (sp.latency_fixed_s + sp.latency_per_key_s * n)
         t += self.cpu_per_key_s * n
         if self.deadline is not None and t > self.deadline:
@@ -418,7 +441,19 @@ class SimS3Client:
             "MaxKeys": max_keys,
             "KeyCount": n,
         }
-        if n:
+        if delimiter:
+            resp["Delimiter"] = quote_plus(delimiter, safe="/") if encode else delimiter
+            if ranks:
+                contents = [w.ks.obj(r) for r in ranks]
+                if encode:
+                    for o in contents:
+                        o["Key"] = quote_plus(o["Key"], safe="/")
+                resp["Contents"] = contents
+            if common:
+                resp["CommonPrefixes"] = [
+                    {"Prefix": quote_plus(cp, safe="/") if encode else cp} for cp in common
+                ]
+        elif n:
             if w.fast:
                 resp["Contents"] = LazyPage(w.ks, r0, r1)
             else:

@@ -37,7 +37,15 @@ from hpcstage.model import KeyRange, Plan, ShardResult
 
 from bench.keyspace import SEED_ALPHABET, Keyspace
 from bench.sim.engine import Invocation, LambdaFunction, cost_breakdown, run_host, run_map
-from bench.sim.fastpath import TASK_CLOCK, NullStore, fast_lister, virtual_probe_pool, virtual_task_clock
+from bench.sim.fastpath import (
+    TASK_CLOCK,
+    NullStore,
+    fast_lister,
+    no_parquet_diff,
+    virtual_probe_pool,
+    virtual_result_readers,
+    virtual_task_clock,
+)
 from bench.sim.params import SimParams
 from bench.sim.s3 import LambdaTimeout, LazyPage, S3World, SimS3Client
 
@@ -438,6 +446,10 @@ def _seed_previous_run(world: S3World, cfg: tasks.RunConfig, grid: int) -> None:
     world.objects[(RESULTS_BUCKET, "previous/ranges.json")] = json.dumps(
         perfect_hints(world.ks, grid)
     ).encode()
+    # Audit mode also diffs the two inventories object by object (reduce_task reads the previous
+    # manifest); the simulator stands that diff in (fastpath.identical_inventories_diff), so the
+    # previous run lists no parts.
+    world.objects[(RESULTS_BUCKET, "previous/manifest.json")] = json.dumps({"files": []}).encode()
 
 
 def run_hpcstage(world: S3World, hints: bool = False) -> RunResult:
@@ -452,7 +464,7 @@ def run_hpcstage(world: S3World, hints: bool = False) -> RunResult:
     before = world.requests
     fns = {name: LambdaFunction(p.lam, name) for name in ("validate", "plan", "list", "continue", "reduce")}
     event: dict[str, Any] = {"bucket": world.bucket}
-    for k in ("max_concurrency", "target_shards", "shard_seconds"):
+    for k in ("max_concurrency", "target_shards", "shard_seconds", "min_shard_objects"):
         if getattr(h, k) is not None:
             event[k] = getattr(h, k)
     if hints:
@@ -634,6 +646,8 @@ def simulate(
     with contextlib.ExitStack() as stack:
         stack.enter_context(virtual_task_clock())
         stack.enter_context(virtual_probe_pool())
+        stack.enter_context(virtual_result_readers())
+        stack.enter_context(no_parquet_diff())
         if fast:
             stack.enter_context(fast_lister())
         return run_strategy(strategy, world, seq)
