@@ -12,7 +12,6 @@ increasing order. The arithmetic only decides *where* cuts fall.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
 
 # Bytes of the suffix (after the common prefix) used as the coordinate; 16 bytes resolves
 # 2**128 positions between any two bounds, far more than any bucket has keys.
@@ -286,8 +285,3 @@ def bit_reversal_order(n: int) -> list[int]:
         if r < n:
             out.append(r)
     return out
-
-
-def iter_sorted_unique(keys: Iterator[str]) -> list[str]:
-    """Sort keys in S3 order (UTF-8 binary); Python's str order is code-point order, which matches."""
-    return sorted(set(keys))

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from .errors import IncompleteInventoryError, InputError
@@ -293,7 +293,3 @@ def reduce_task(s3: Any, cfg: RunConfig, rounds: int, started: str) -> dict[str,
 
 def config_dict(cfg: RunConfig) -> dict[str, Any]:
     return asdict(cfg)
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat()
