@@ -30,3 +30,17 @@ def aws_credentials() -> Iterator[None]:
     }
     with mock.patch.dict(os.environ, {**keep, **FAKE_ENV}, clear=True):
         yield
+
+
+@pytest.fixture
+def local_slurm() -> None:
+    """Skip (or, with HPCSTAGE_REQUIRE_SLURM=1 as in CI, fail) when the local Slurm does not answer."""
+    from hpcstage.localstaging import slurm_problem
+
+    problem = slurm_problem()
+    if problem is None:
+        return
+    message = f"local Slurm not answering ({problem}); start it with: sudo scripts/slurm-local.sh start"
+    if os.environ.get("HPCSTAGE_REQUIRE_SLURM") == "1":
+        pytest.fail(message)
+    pytest.skip(message)

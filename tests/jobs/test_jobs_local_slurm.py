@@ -20,30 +20,10 @@ from hpcstage.jobs import JobBackend, JobLookupError, JobSpec, JobState, wait
 from hpcstage.jobs.local import LocalSlurm
 from hpcstage.jobs.rest import SlurmRest
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("local_slurm")]
 
 MAX_WAIT_S = 120.0
 POLL_S = 0.3
-
-
-def slurm_answers() -> str | None:
-    """None if the controller is up, else why not."""
-    try:
-        done = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=15, check=False)
-    except (FileNotFoundError, subprocess.TimeoutExpired) as err:
-        return f"scontrol ping failed: {err}"
-    return None if "is UP" in done.stdout else f"scontrol ping: {(done.stdout + done.stderr).strip()}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_slurm() -> None:
-    problem = slurm_answers()
-    if problem is None:
-        return
-    message = f"local Slurm not answering ({problem}); start it with: sudo scripts/slurm-local.sh start"
-    if os.environ.get("HPCSTAGE_REQUIRE_SLURM") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 class TrackedLocalSlurm(LocalSlurm):

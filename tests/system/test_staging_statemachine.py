@@ -8,7 +8,6 @@ a failure). Waits are bounded; nothing asserts how long anything took.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 import time
@@ -23,25 +22,6 @@ from hpcstage import staging_tasks
 DATA = "staging-data"
 OUT = "staging-out"
 RUN_TIMEOUT_S = 180
-
-
-def slurm_problem() -> str | None:
-    try:
-        done = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=15, check=False)
-    except (FileNotFoundError, subprocess.TimeoutExpired) as err:
-        return f"scontrol ping failed: {err}"
-    return None if "is UP" in done.stdout else f"scontrol ping: {(done.stdout + done.stderr).strip()}"
-
-
-@pytest.fixture
-def slurm() -> None:
-    problem = slurm_problem()
-    if problem is None:
-        return
-    message = f"local Slurm not answering ({problem}); start it with: sudo scripts/slurm-local.sh start"
-    if os.environ.get("HPCSTAGE_REQUIRE_SLURM") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def body(i: int) -> bytes:
@@ -129,7 +109,7 @@ def files_under(path: Path) -> set[str]:
 
 
 @pytest.mark.slurm
-@pytest.mark.usefixtures("slurm")
+@pytest.mark.usefixtures("local_slurm")
 def test_a_successful_job_is_exported_verified_and_released(
     local_stack: Any, inventory: str, tmp_path: Path, run_name: str
 ) -> None:
@@ -158,7 +138,7 @@ def test_a_successful_job_is_exported_verified_and_released(
 
 
 @pytest.mark.slurm
-@pytest.mark.usefixtures("slurm")
+@pytest.mark.usefixtures("local_slurm")
 def test_a_failing_job_fails_the_run_with_its_exit_code(
     local_stack: Any, inventory: str, tmp_path: Path, run_name: str
 ) -> None:
@@ -180,7 +160,7 @@ def test_a_failing_job_fails_the_run_with_its_exit_code(
 
 
 @pytest.mark.slurm
-@pytest.mark.usefixtures("slurm")
+@pytest.mark.usefixtures("local_slurm")
 def test_a_job_cancelled_midway_fails_the_run_and_cleans_up(
     local_stack: Any, inventory: str, tmp_path: Path, run_name: str
 ) -> None:
@@ -215,7 +195,7 @@ def test_a_job_cancelled_midway_fails_the_run_and_cleans_up(
 
 
 @pytest.mark.slurm
-@pytest.mark.usefixtures("slurm")
+@pytest.mark.usefixtures("local_slurm")
 def test_cleanup_cancels_a_job_still_running(
     local_stack: Any, inventory: str, tmp_path: Path, run_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -265,7 +245,7 @@ def test_archived_objects_fail_the_run_before_anything_is_staged(
 
 
 @pytest.mark.slurm
-@pytest.mark.usefixtures("slurm")
+@pytest.mark.usefixtures("local_slurm")
 def test_archived_objects_are_restored_then_staged(
     local_stack: Any, inventory: str, tmp_path: Path, run_name: str
 ) -> None:
@@ -295,7 +275,7 @@ def test_a_malformed_request_fails_first_with_nothing_to_clean(local_stack: Any,
 
 
 @pytest.mark.slurm
-@pytest.mark.usefixtures("slurm")
+@pytest.mark.usefixtures("local_slurm")
 def test_the_demo_stages_runs_a_job_and_releases(local_stack: Any, tmp_path: Path) -> None:
     import io
 
