@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import HpcstageError, InputError
+from .s3util import BUCKET_NAME
 
 ROOT = Path(__file__).resolve().parents[3]
 QUIET_ENV = {
@@ -35,12 +36,6 @@ CLASSES = [
     ("GLACIER", 3),
     ("DEEP_ARCHIVE", 1),
 ]
-
-
-def tasks_bucket_name_ok(name: str) -> bool:
-    from .tasks import BUCKET_NAME
-
-    return bool(BUCKET_NAME.match(name))
 
 
 def _project_root() -> Path:
@@ -130,7 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with LocalAws() as aws:
         deployed = aws.deploy(root / "template.yaml", {}, root)
         bucket = event.get("bucket") if isinstance(event, dict) else None
-        if isinstance(bucket, str) and tasks_bucket_name_ok(bucket):
+        if isinstance(bucket, str) and BUCKET_NAME.match(bucket):
             # The embedded default starts empty: seed the named bucket with the demo's research layout.
             aws.client("s3").create_bucket(Bucket=bucket)
             seed_bucket(bucket, demo_objects(args.seed_objects))

@@ -24,7 +24,7 @@ LIST_MAX_KEYS = 1000
 # S3 Standard LIST price: $0.005 per 1,000 requests (billed with PUT/COPY/POST).
 LIST_PRICE_PER_1000 = 0.005
 
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 
 
 def retry_config(max_attempts: int = 10, pool: int = 50) -> Config:
@@ -238,7 +238,7 @@ def parse_s3_url(url: str) -> S3Url:
         raise InputError(f"not an S3 URL (expected s3://bucket[/prefix]): {url!r}")
     rest = url[len("s3://") :]
     bucket, _, prefix = rest.partition("/")
-    if not _BUCKET_RE.match(bucket) or ".." in bucket:
+    if not BUCKET_NAME.match(bucket) or ".." in bucket:
         raise InputError(f"invalid bucket name {bucket!r} in {url!r}")
     return S3Url(bucket=bucket, prefix=prefix)
 

@@ -21,9 +21,9 @@ from .lister import Budget, ListOptions, list_shard
 from .model import KeyRange, Plan, ShardResult
 from .output import S3Store
 from .planner import PlannerConfig, plan_from_hints, plan_shards
+from .s3util import BUCKET_NAME
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
-BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 DEFAULT_MAX_CONCURRENCY = 1000
 # A lister stops after this long and hands its remainder back, split: short enough that a range the
 # planner under-estimated is split again within a minute, long enough to amortise a round.
