@@ -317,7 +317,7 @@ def _byte_width_log(kb: _Knowledge, g: _Gap) -> float:
         return -math.inf
     iv = Interval(lo_b, hi_b)
     # Width relative to the position where the bounds differ: shallower differences are wider.
-    return math.log(max(iv.width, 1)) - 8 * math.log(256) * len(iv.base) / 8
+    return math.log(max(iv.width, 1)) - math.log(256) * len(iv.base)
 
 
 def _explore(
