@@ -116,9 +116,9 @@ def _figures(t0: os.times_result, t1: os.times_result, wall: float, n: int) -> d
 def run_hpcstage(endpoint: str, n: int) -> dict[str, float]:
     """Startup (imports, client, first pages) is measured apart from the listing's per-key cost."""
     c0 = time.process_time()
-    from hpcstage.lister import Budget, list_shard
-    from hpcstage.model import KeyRange
-    from hpcstage.output import LocalStore
+    from hpcstage.inventory.lister import Budget, list_shard
+    from hpcstage.inventory.model import KeyRange
+    from hpcstage.inventory.output import LocalStore
 
     s3 = client(endpoint, fast=True)
     with tempfile.TemporaryDirectory() as d:

@@ -6,7 +6,7 @@ with PYTHONPATH=<build dir>/CoreLayer/python and no site-packages (-s -S), so ev
 import must come from the layer, as on Lambda (where /opt/python also comes before the runtime's
 own boto3). Standard library only apart from what the layer provides; prints one JSON object.
 
-Checks: hpcstage.lister/output/tasks/staging_tasks and pyarrow.parquet import from the layer; the
+Checks: hpcstage.inventory.lister/output/tasks/staging_tasks and pyarrow.parquet import from the layer; the
 botocore the layer bundles still has the private handler hpcstage.s3util hooks; a ListObjectsV2
 answer from a local HTTP endpoint goes through that hook (the fast parser) into hpcstage's Parquet
 writer, and the Parquet part reads back; every functions/<name>/app.py imports.
@@ -64,9 +64,9 @@ def main(build_dir: Path) -> dict[str, object]:
 
     mods = {}
     for name in (
-        "hpcstage.lister",
-        "hpcstage.output",
-        "hpcstage.tasks",
+        "hpcstage.inventory.lister",
+        "hpcstage.inventory.output",
+        "hpcstage.inventory.tasks",
         "hpcstage.staging_tasks",
         "pyarrow",
         "pyarrow.parquet",
@@ -89,7 +89,7 @@ def main(build_dir: Path) -> dict[str, object]:
         raise SystemExit("botocore.handlers._handle_200_error is gone: hpcstage.s3util cannot hook it")
 
     import pyarrow.parquet as pq
-    from hpcstage.output import INVENTORY_SCHEMA, LocalStore, PartWriter
+    from hpcstage.inventory.output import INVENTORY_SCHEMA, LocalStore, PartWriter
     from hpcstage.s3util import PAGE_KEY, list_page, make_s3_client, page_objects
 
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")  # noqa: S105

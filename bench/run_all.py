@@ -344,7 +344,7 @@ def write_results(
     )
     w(
         "Simulated times are *virtual* seconds of the modelled AWS world (bench/sim/params.py); the simulation "
-        "runs the real hpcstage code (`hpcstage.tasks` → `plan_shards`, `list_shard`, `split_range`, "
+        "runs the real hpcstage code (`hpcstage.inventory.tasks` → `plan_shards`, `list_shard`, `split_range`, "
         "`continue_task`, `reduce_task`) against a simulated S3 client."
     )
     w("")

@@ -1,31 +1,31 @@
 """The page-level fast path: run the real list_shard at 1e8-1e9 objects without per-object Python work.
 
 What runs unchanged (hpcstage code, called as in Lambda):
-  hpcstage.lister.list_shard's loop: one list_page call per page, the end-of-range cut (contents[-1]
+  hpcstage.inventory.lister.list_shard's loop: one list_page call per page, the end-of-range cut (contents[-1]
   compared with rng.end, then bisect over the page's keys and a slice), checkpointing on the last key,
-  Budget.exhausted after every page, and on budget exhaustion hpcstage.planner.split_range (which probes
+  Budget.exhausted after every page, and on budget exhaustion hpcstage.inventory.planner.split_range (which probes
   with its own ThreadPoolExecutor); hpcstage.s3util.list_page (parameters, RequestCounter, retries count);
-  hpcstage.planner.plan_shards and plan_from_hints entirely.
+  hpcstage.inventory.planner.plan_shards and plan_from_hints entirely.
 
 What the fast path bypasses (and how):
   1. URL decoding: the simulated client does not echo EncodingType=url, so list_page's loop that
      unquote_plus-es every key is skipped; keys are returned already decoded (bench/sim/s3.py, fast mode).
-  2. Parquet: hpcstage.lister.PartWriter is swapped for CountingPartWriter, which counts rows and
+  2. Parquet: hpcstage.inventory.lister.PartWriter is swapped for CountingPartWriter, which counts rows and
      closes a part where the real writer would (every ``part_rows`` rows, and at close), storing an
      empty object in its place: the upload request (and its latency) is kept, the Parquet encoding and
      the bytes are not (the simulated PUT latency does not depend on size in either mode).
-  3. Statistics: hpcstage.lister.InventoryStats is swapped for PageStats, which keeps only objects and
+  3. Statistics: hpcstage.inventory.lister.InventoryStats is swapped for PageStats, which keeps only objects and
      bytes (exact: page length and the keyspace's O(1) byte prefix sums); no histograms or top-N.
   4. Page contents: a LazyPage builds an entry only when list_shard indexes it (the last entry of every
      page, and every entry of the one page per shard that crosses its end key). list_shard reads a
      page through hpcstage.s3util.page_objects (no fast-parser Page in the response: the keys view
      and the objects are the LazyPage itself) and head(objects, n) (a LazyPage slice).
-The swap is done by patching the two names in hpcstage.lister for the duration of a run (the core has
+The swap is done by patching the two names in hpcstage.inventory.lister for the duration of a run (the core has
 no injection point for them yet; see the report for the hook we ask for). Three more names are
-patched in every mode, so that time is virtual: hpcstage.tasks.Budget (the invocation's clock),
-hpcstage.planner.ThreadPoolExecutor (probe rounds) and hpcstage.tasks.parallel_map (the 32 parallel
+patched in every mode, so that time is virtual: hpcstage.inventory.tasks.Budget (the invocation's clock),
+hpcstage.inventory.planner.ThreadPoolExecutor (probe rounds) and hpcstage.inventory.tasks.parallel_map (the 32 parallel
 result/statistics GETs of continue_task and reduce_task), the last two on VirtualThreadPool; and
-hpcstage.inventory.diff_inventories (audit mode's exact diff, which would read Parquet) is stood in by
+hpcstage.inventory.runner.diff_inventories (audit mode's exact diff, which would read Parquet) is stood in by
 identical_inventories_diff, whose cost is not simulated. Full mode (tests, small N)
 uses the real PartWriter, InventoryStats and URL decoding.
 """
@@ -39,13 +39,13 @@ from datetime import datetime
 from typing import Any
 from unittest import mock
 
-import hpcstage.inventory
-import hpcstage.lister
-import hpcstage.planner
-import hpcstage.tasks
-from hpcstage.lister import Budget
-from hpcstage.model import PartFile
-from hpcstage.stats import InventoryStats
+import hpcstage.inventory.lister
+import hpcstage.inventory.planner
+import hpcstage.inventory.runner
+import hpcstage.inventory.tasks
+from hpcstage.inventory.lister import Budget
+from hpcstage.inventory.model import PartFile
+from hpcstage.inventory.stats import InventoryStats
 
 from bench.sim.s3 import LazyPage, VirtualThreadPool
 
@@ -74,7 +74,7 @@ class NullStore:
 
 
 class CountingPartWriter:
-    """Stands in for hpcstage.output.PartWriter: same constructor and methods, counts rows only."""
+    """Stands in for hpcstage.inventory.output.PartWriter: same constructor and methods, counts rows only."""
 
     def __init__(
         self,
@@ -134,10 +134,10 @@ class PageStats(InventoryStats):
 
 @contextlib.contextmanager
 def fast_lister() -> Iterator[None]:
-    """Swap PartWriter and InventoryStats inside hpcstage.lister for the counting stand-ins."""
+    """Swap PartWriter and InventoryStats inside hpcstage.inventory.lister for the counting stand-ins."""
     with (
-        mock.patch.object(hpcstage.lister, "PartWriter", CountingPartWriter),
-        mock.patch.object(hpcstage.lister, "InventoryStats", PageStats),
+        mock.patch.object(hpcstage.inventory.lister, "PartWriter", CountingPartWriter),
+        mock.patch.object(hpcstage.inventory.lister, "InventoryStats", PageStats),
     ):
         yield
 
@@ -159,23 +159,23 @@ def _virtual_budget(
 
 @contextlib.contextmanager
 def virtual_task_clock() -> Iterator[None]:
-    """hpcstage.tasks.list_task builds Budget(max_seconds=...) on the wall clock; give it the simulated
+    """hpcstage.inventory.tasks.list_task builds Budget(max_seconds=...) on the wall clock; give it the simulated
     invocation's virtual clock instead (TASK_CLOCK.current, set by the simulator before each call)."""
-    with mock.patch.object(hpcstage.tasks, "Budget", _virtual_budget):
+    with mock.patch.object(hpcstage.inventory.tasks, "Budget", _virtual_budget):
         yield
 
 
 @contextlib.contextmanager
 def virtual_probe_pool() -> Iterator[None]:
-    """Run hpcstage.planner's probe rounds on VirtualThreadPool: same parallelism, deterministic times."""
-    with mock.patch.object(hpcstage.planner, "ThreadPoolExecutor", VirtualThreadPool):
+    """Run hpcstage.inventory.planner's probe rounds on VirtualThreadPool: same parallelism, deterministic times."""
+    with mock.patch.object(hpcstage.inventory.planner, "ThreadPoolExecutor", VirtualThreadPool):
         yield
 
 
 def virtual_parallel_map(
-    fn: Callable[[Any], Any], items: Sequence[Any], workers: int = hpcstage.tasks.RESULT_READERS
+    fn: Callable[[Any], Any], items: Sequence[Any], workers: int = hpcstage.inventory.tasks.RESULT_READERS
 ) -> list[Any]:
-    """hpcstage.tasks.parallel_map in virtual time: the same ``workers``-thread pool, on VirtualThreadPool.
+    """hpcstage.inventory.tasks.parallel_map in virtual time: the same ``workers``-thread pool, on VirtualThreadPool.
 
     Each read is charged to the lane that is free first, and the caller's clock then moves to the
     latest lane: n GETs cost about ceil(n / workers) GET latencies, not n (list scheduling over the
@@ -187,11 +187,13 @@ def virtual_parallel_map(
     return list(VirtualThreadPool(max_workers=min(workers, len(items))).map(fn, items))
 
 
-_REAL_DIFF: Callable[..., dict[str, Any]] | None = getattr(hpcstage.inventory, "diff_inventories", None)
+_REAL_DIFF: Callable[..., dict[str, Any]] | None = getattr(
+    hpcstage.inventory.runner, "diff_inventories", None
+)
 
 
 def identical_inventories_diff(previous: Sequence[Any], current: Sequence[Any], **kw: Any) -> dict[str, Any]:
-    """Stands in for hpcstage.inventory.diff_inventories (audit mode's exact object-level diff).
+    """Stands in for hpcstage.inventory.runner.diff_inventories (audit mode's exact object-level diff).
 
     The simulator's "previous run" is the same bucket (only its ranges.json matters: the perfect
     hints), so the true answer is "nothing added, removed or changed": the real function is called
@@ -210,13 +212,13 @@ def no_parquet_diff() -> Iterator[None]:
     if _REAL_DIFF is None:  # a core without the exact diff
         yield
         return
-    with mock.patch.object(hpcstage.inventory, "diff_inventories", identical_inventories_diff):
+    with mock.patch.object(hpcstage.inventory.runner, "diff_inventories", identical_inventories_diff):
         yield
 
 
 @contextlib.contextmanager
 def virtual_result_readers() -> Iterator[None]:
-    """continue_task and reduce_task read results and statistics through hpcstage.tasks.parallel_map
+    """continue_task and reduce_task read results and statistics through hpcstage.inventory.tasks.parallel_map
     (a ThreadPoolExecutor of 32): run those reads on virtual lanes instead of real threads."""
-    with mock.patch.object(hpcstage.tasks, "parallel_map", virtual_parallel_map):
+    with mock.patch.object(hpcstage.inventory.tasks, "parallel_map", virtual_parallel_map):
         yield

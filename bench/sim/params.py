@@ -115,7 +115,7 @@ class StepFunctionsParams:
 @dataclass(frozen=True)
 class HpcstageParams:
     """The execution input given to hpcstage's state machine (None: the state machine's own default,
-    taken at run time from hpcstage.tasks.validate_input, so the benchmark follows the code)."""
+    taken at run time from hpcstage.inventory.tasks.validate_input, so the benchmark follows the code)."""
 
     max_concurrency: int | None = None  # default 1,000 (tasks.DEFAULT_MAX_CONCURRENCY)
     target_shards: int | None = None  # default = max_concurrency

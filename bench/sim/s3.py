@@ -124,7 +124,7 @@ class LazyPage(Sequence[Mapping[str, Any]]):
 
 
 class VirtualThreadPool:
-    """A deterministic stand-in for ThreadPoolExecutor (as used by hpcstage.planner's probe rounds).
+    """A deterministic stand-in for ThreadPoolExecutor (as used by hpcstage.inventory.planner's probe rounds).
 
     ``map`` runs the tasks one after another in the calling thread; each task runs on the virtual
     worker thread ("lane") that becomes free first -- what a real pool does -- and a SimS3Client

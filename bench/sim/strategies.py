@@ -9,7 +9,7 @@
   static-hints      ranges from perfect per-range counts: hpcstage's audit mode (plan_from_hints over a
                     "previous run" whose ranges.json is exact), the reference that needs a previous run
                     or S3 Inventory (like s3-fast-list)
-  hpcstage          hpcstage's state machine with no hints: the real hpcstage.tasks functions
+  hpcstage          hpcstage's state machine with no hints: the real hpcstage.inventory.tasks functions
                     (validate_input, plan_task -> plan_shards, list_task -> list_shard with its budget,
                     continue_task, reduce_task) in the order and with the retries of inventory.asl.json
 
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
-from hpcstage import tasks
 from hpcstage.errors import HpcstageError
-from hpcstage.keys import Interval, upper_bound
-from hpcstage.lister import Budget, ListOptions, list_shard
-from hpcstage.model import KeyRange, Plan, ShardResult
+from hpcstage.inventory import tasks
+from hpcstage.inventory.keys import Interval, upper_bound
+from hpcstage.inventory.lister import Budget, ListOptions, list_shard
+from hpcstage.inventory.model import KeyRange, Plan, ShardResult
 
 from bench.keyspace import SEED_ALPHABET, Keyspace
 from bench.sim.engine import Invocation, LambdaFunction, cost_breakdown, run_host, run_map
@@ -453,7 +453,7 @@ def _seed_previous_run(world: S3World, cfg: tasks.RunConfig, grid: int) -> None:
 
 
 def run_hpcstage(world: S3World, hints: bool = False) -> RunResult:
-    """hpcstage's state machine, task by task, calling the real hpcstage.tasks functions.
+    """hpcstage's state machine, task by task, calling the real hpcstage.inventory.tasks functions.
 
     ValidateInput -> Plan (plan_shards, or plan_from_hints in audit mode) -> rounds of
     [Distributed Map of list_task -> continue_task] -> reduce_task (completeness check, stats merge).

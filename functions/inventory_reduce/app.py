@@ -6,7 +6,8 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import clients, tasks
+from hpcstage import clients
+from hpcstage.inventory import tasks
 
 logger = Logger()
 tracer = Tracer()

@@ -5,7 +5,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import tasks
+from hpcstage.inventory import tasks
 
 logger = Logger()
 tracer = Tracer()

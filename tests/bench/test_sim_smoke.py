@@ -125,9 +125,9 @@ def test_url_encoding_round_trips_through_list_page() -> None:
 
 
 def test_result_reads_run_in_virtual_parallel() -> None:
-    # continue_task/reduce_task read results through hpcstage.tasks.parallel_map (32 threads): in the
+    # continue_task/reduce_task read results through hpcstage.inventory.tasks.parallel_map (32 threads): in the
     # simulator n GETs cost about ceil(n/32) GET latencies on the caller's clock, deterministically.
-    from hpcstage import tasks
+    from hpcstage.inventory import tasks
 
     from bench.sim.fastpath import virtual_result_readers
 

@@ -9,9 +9,9 @@ from typing import Any
 import boto3
 import pytest
 from helpers import seed
-from hpcstage.inventory import InventoryOptions, run_inventory
-from hpcstage.output import LocalStore, S3Store
-from hpcstage.planner import PlannerConfig
+from hpcstage.inventory.output import LocalStore, S3Store
+from hpcstage.inventory.planner import PlannerConfig
+from hpcstage.inventory.runner import InventoryOptions, run_inventory
 from moto import mock_aws
 
 

@@ -14,11 +14,11 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from helpers import brute_force, seed
-from hpcstage.inventory import InventoryOptions, run_inventory
-from hpcstage.lister import Budget, ListOptions, list_shard
-from hpcstage.model import KeyRange
-from hpcstage.output import LocalStore
-from hpcstage.planner import PlannerConfig, plan_shards
+from hpcstage.inventory.lister import Budget, ListOptions, list_shard
+from hpcstage.inventory.model import KeyRange
+from hpcstage.inventory.output import LocalStore
+from hpcstage.inventory.planner import PlannerConfig, plan_shards
+from hpcstage.inventory.runner import InventoryOptions, run_inventory
 from moto import mock_aws
 
 CLASSES = [

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from botocore.stub import ANY, Stubber
-from hpcstage.output import LocalStore, PartWriter, write_manifest
+from hpcstage.inventory.output import LocalStore, PartWriter, write_manifest
 from hpcstage.ssm import output_key
 
 INSTANCE_ID = "i-0123456789abcdef0"

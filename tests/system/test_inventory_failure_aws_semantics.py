@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hpcstage import tasks
+from hpcstage.inventory import tasks
 from hpcstage.localcli import seed_bucket
 
 

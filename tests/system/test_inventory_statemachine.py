@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
-from hpcstage import tasks
+from hpcstage.inventory import tasks
 from hpcstage.localcli import seed_bucket
 
 

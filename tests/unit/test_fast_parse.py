@@ -7,7 +7,7 @@ from typing import Any
 
 import boto3
 import pytest
-from hpcstage.page import Page
+from hpcstage.inventory.page import Page
 from hpcstage.s3util import as_page, enable_fast_list_parsing, fast_timestamp, list_page, page_objects
 from moto import mock_aws
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from hpcstage.errors import InputError
-from hpcstage.tasks import validate_input
+from hpcstage.inventory.tasks import validate_input
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "layers/core/hpcstage/schemas/inventory-input.schema.json").read_text())

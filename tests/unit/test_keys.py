@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from hpcstage.keys import Alphabet, Interval, bit_reversal_order, ceil_utf8, encode, floor_utf8, midpoint
+from hpcstage.inventory.keys import (
+    Alphabet,
+    Interval,
+    bit_reversal_order,
+    ceil_utf8,
+    encode,
+    floor_utf8,
+    midpoint,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,7 +78,7 @@ def test_vectorised_bit_length_is_exact() -> None:
     import random
 
     import pyarrow as pa
-    from hpcstage.stats import bit_length
+    from hpcstage.inventory.stats import bit_length
 
     rng = random.Random(1)
     values = [0, 1, 2, 3, 4, 7, 8, 2**42 - 1, 2**42, 5 * 2**40, 2**52 - 1, 2**53 + 1, 2**62, 2**63 - 1]

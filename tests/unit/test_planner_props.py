@@ -5,8 +5,8 @@ from __future__ import annotations
 import bisect
 
 from fakes import FakeS3
-from hpcstage.model import KeyRange
-from hpcstage.planner import PlannerConfig, plan_from_hints, plan_shards, split_range
+from hpcstage.inventory.model import KeyRange
+from hpcstage.inventory.planner import PlannerConfig, plan_from_hints, plan_shards, split_range
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -120,7 +120,7 @@ def test_hints_with_a_hole_are_rejected() -> None:
 
 
 def test_directory_walk_finds_every_directory_of_a_complete_tree() -> None:
-    from hpcstage.planner import _directory_points
+    from hpcstage.inventory.planner import _directory_points
     from hpcstage.s3util import RequestCounter
 
     keys = [f"data/y={y}/m={m:02d}/f{i}" for y in (2023, 2024) for m in range(1, 4) for i in range(3)] + [
@@ -136,7 +136,7 @@ def test_directory_walk_finds_every_directory_of_a_complete_tree() -> None:
 
 
 def test_directory_walk_stops_at_a_level_it_cannot_see_whole() -> None:
-    from hpcstage.planner import _directory_points
+    from hpcstage.inventory.planner import _directory_points
     from hpcstage.s3util import RequestCounter
 
     keys = [f"d{i:04d}/x" for i in range(1500)]  # 1,500 top-level directories: more than one page

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import HpcstageError, InputError
-from .inventory import InventoryOptions, Progress, run_inventory
-from .lister import ListOptions
-from .output import LocalStore, OutputStore, S3Store
-from .planner import PlannerConfig
-from .report import human_bytes, render_report
+from .inventory.lister import ListOptions
+from .inventory.output import LocalStore, OutputStore, S3Store
+from .inventory.planner import PlannerConfig
+from .inventory.report import human_bytes, render_report
+from .inventory.runner import InventoryOptions, Progress, run_inventory
 from .s3util import make_s3_client, parse_s3_url
 
 

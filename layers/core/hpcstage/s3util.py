@@ -18,7 +18,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
 from .errors import BucketError, InputError
-from .page import EMPTY, Page
+from .inventory.page import EMPTY, Page
 
 LIST_MAX_KEYS = 1000
 # S3 Standard LIST price: $0.005 per 1,000 requests (billed with PUT/COPY/POST).

@@ -38,6 +38,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .errors import InputError
+from .inventory.report import human_bytes
 from .jobs.base import (
     ENV_NAME_RE,
     JobBackend,
@@ -48,7 +49,6 @@ from .jobs.base import (
     JobStatus,
     check_job_id,
 )
-from .report import human_bytes
 from .s3util import S3Url, parse_s3_url
 from .shell import quote
 from .staging import (

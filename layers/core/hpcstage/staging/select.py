@@ -27,9 +27,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from botocore.exceptions import ClientError
 
-from ..report import human_bytes
+from ..inventory.report import human_bytes
+from ..inventory.stats import ARCHIVE_CLASSES
 from ..s3util import parse_s3_url
-from ..stats import ARCHIVE_CLASSES
 from .errors import ArchivedObjectsError, InsufficientCapacityError, SelectionError, StagingError
 from .manifest import ManifestEntry, ManifestFile
 

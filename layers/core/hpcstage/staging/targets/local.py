@@ -26,7 +26,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ...output import _file_md5
+from ...inventory.output import _file_md5
 from ...s3util import parse_s3_url
 from ..errors import ReleaseRefusedError, StagingError, TargetConfigError, UnsafePathError
 from ..manifest import StagingManifest

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..s3util import LIST_MAX_KEYS, RequestCounter, head, list_page, page_objects
 from .model import KeyRange, ShardResult
 from .output import OutputStore, PartWriter
 from .planner import split_range
-from .s3util import LIST_MAX_KEYS, RequestCounter, head, list_page, page_objects
 from .stats import InventoryStats
 
 

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import IncompleteInventoryError
+from ..errors import IncompleteInventoryError
+from ..s3util import LIST_PRICE_PER_1000
 from .model import KeyRange, ShardResult
 from .output import OutputStore
-from .s3util import LIST_PRICE_PER_1000
 from .stats import AGE_LABELS, ARCHIVE_CLASSES, GLACIER_CLASSES, InventoryStats
 
 

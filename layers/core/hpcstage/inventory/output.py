@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..s3util import as_page
 from .model import PartFile
 from .page import Page
-from .s3util import as_page
 
 INVENTORY_SCHEMA = pa.schema(
     [

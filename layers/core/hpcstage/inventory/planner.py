@@ -28,10 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
+from ..s3util import RequestCounter, list_page, page_objects
 from .keys import Alphabet, Interval, bit_reversal_order, encode, upper_bound
 from .model import KeyRange, Plan
-from .s3util import RequestCounter, list_page, page_objects
 
 # Internal bounds: "" is below every key (keys are non-empty), TOP above every valid key (<= 1,024 bytes).
 BOTTOM = ""

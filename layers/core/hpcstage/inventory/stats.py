@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..s3util import as_page
 from .page import Page
-from .s3util import as_page
 
 # Storage classes whose objects must be restored before they can be read.
 ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})

@@ -15,13 +15,13 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from .errors import IncompleteInventoryError, InputError
-from .inventory import finalize
+from ..errors import IncompleteInventoryError, InputError
+from ..s3util import BUCKET_NAME
 from .lister import Budget, ListOptions, list_shard
 from .model import KeyRange, Plan, ShardResult
 from .output import S3Store
 from .planner import PlannerConfig, plan_from_hints, plan_shards
-from .s3util import BUCKET_NAME
+from .runner import finalize
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
 DEFAULT_MAX_CONCURRENCY = 1000
