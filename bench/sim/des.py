@@ -1,0 +1,1118 @@
+"""A discrete-event simulator of the work-stealing listing engine (hpcstage.inventory.steal).
+
+Virtual time, one thread, one ``random.Random(seed)``: the same seed gives the same numbers. It drives the
+engine's real ``Cursor`` (request / take / split / remaining_pages) and reproduces ``LocalPool``'s protocol
+(idle streams wait; after each page a listing stream asks ``wanted() = idle - queued`` and, when positive,
+splits ``wanted + 1`` ways and queues the pieces) in virtual time, for:
+
+- ``host``: S streams of one process; page = latency draw; one CPU (the GIL) that every page's processing
+  queues on; a shared per-partition S3 request-rate limiter.
+- ``fleet``: a launcher Lambda starts L listers with asynchronous Invoke; each runs K streams over a local
+  pool; across listers a DynamoDB store (modelled: latency draws and per-partition capacity) holds open
+  ranges in S shards, a sharded hunger counter, leases with their checkpoints, and an outstanding-range
+  counter whose decrement to zero ends the listing (SendTaskSuccess, then the reduce).
+- ``static``: the peer of 1,000 equal-width byte ranges, one Lambda each, no splitting.
+
+Pages are O(1) in Python: a page is ranks [r0, r1) of the keyspace model. The cursor is given a page only
+when the engine must decide something from it (a split): ``Cursor.take`` is then called with the *last*
+page as a lazy sequence that builds a key string only when indexed (~70 of them: the sample, the bisect at
+the end). Take only uses its last page for what split reads (position, sample, span), so the engine's
+decision is the one it would make had it seen every page; the simulator itself keeps the exact counts and
+checks ``take``'s answer against them.
+
+Every run is checked for exactness: the committed rank intervals (each checkpoint commits the pages since
+the previous one) must tile [0, n) exactly once, and the committed objects and bytes must equal the model's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, overload
+
+from hpcstage.inventory.keys import Interval
+from hpcstage.inventory.model import KeyRange
+from hpcstage.inventory.steal import Cursor, SplitPolicy
+
+from bench.keyspace import Keyspace
+from bench.sim import des_fast
+from bench.sim.params import DEFAULT, SimParams
+
+PAGE = 1000
+OK, SLOWDOWN, ERR500, RESET = 0, 1, 2, 3
+FAULT_NAMES = {SLOWDOWN: "503", ERR500: "500", RESET: "reset"}
+
+
+@dataclass
+class Config:
+    mode: str = "fleet"  # fleet | host | static
+    # host
+    streams: int = 64
+    host_cpu_per_page_s: float = 0.0044  # measured here (bench.sim.params.LambdaParams.cpu_per_page_s)
+    host_cpus: float = 1.0  # one Python process: the GIL serialises page processing
+    # fleet
+    listers: int = 1000
+    per_lister: int = 8
+    shards: int = 16
+    poll_s: float = 0.5  # busy listers read the hunger shards this often
+    idle_poll_s: float = 0.25  # an idle lister re-reads the shards this often
+    expiry_check_s: float = 2.0  # an idle lister queries the lease-expiry index at most this often
+    publish_ways: int = 1  # pieces one busy-lister poll may publish (the brief: one upper piece)
+    lease_s: float = 10.0
+    ckpt_pages: int = 50
+    static_ranges: int = 1000
+    # engine
+    min_split_pages: float = 8.0
+    max_ways: int = 64
+    memo: bool = (
+        False  # skip split attempts on a cursor whose last attempt returned nothing (faster, inexact model)
+    )
+    split_cpu_s: float = 0.0  # CPU charged per split attempt (0: free; measured cost in the report)
+    # faults
+    faults: float = 0.0  # fraction of LIST attempts that fail: 503 SlowDown, 500, reset (equally)
+    kill: float = 0.0  # fraction of listers killed at a uniformly random time in kill_window
+    kill_window: tuple[float, float] | None = None  # default: (start-up, start-up + 0.8 x listing floor)
+    aimd: bool = False
+    # platform
+    ddb_median_s: float = 0.006
+    ddb_sigma: float = 0.3
+    ddb_wcap: int = 1000  # write units per partition per second
+    ddb_rcap: int = 3000
+    sfn_start_s: float = 0.1
+    launcher_threads: int = 32
+    invoke_s: float = 0.02
+    send_success_s: float = 0.05
+    reduce_fixed_s: float = 1.0
+    reduce_parallel: int = 64
+    cold_sigma: float = 0.2
+
+    def label(self) -> str:
+        if self.mode == "host":
+            return f"host S={self.streams}"
+        if self.mode == "static":
+            return f"static {self.static_ranges}"
+        return f"fleet {self.listers}x{self.per_lister}"
+
+
+class PageKeys(Sequence[str]):
+    """The keys of ranks [r0, r0 + n), built when indexed."""
+
+    __slots__ = ("_key", "r0", "n")
+
+    def __init__(self, key: Callable[[int], str], r0: int, n: int) -> None:
+        self._key = key
+        self.r0 = r0
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return self._key(self.r0 + i)
+
+    def __iter__(self) -> Iterator[str]:
+        for i in range(self.n):
+            yield self._key(self.r0 + i)
+
+
+# Range bounds as comparable tuples: start None = -inf, end None = +inf.
+def _lo(x: str | None) -> tuple[int, str]:
+    return (0, "") if x is None else (1, x)
+
+
+def _hi(x: str | None) -> tuple[int, str]:
+    return (2, "") if x is None else (1, x)
+
+
+def complement(root: KeyRange, pieces: Sequence[tuple[str | None, str | None]]) -> list[tuple[Any, Any]]:
+    """The parts of ``root`` = (start_after, end] not covered by the disjoint ``pieces`` (lo, hi]."""
+    out: list[tuple[Any, Any]] = []
+    cur = _lo(root.start_after)
+    for lo, hi in sorted(pieces, key=lambda p: _lo(p[0])):
+        a, b = _lo(lo), _hi(hi)
+        if a > cur:
+            out.append((cur, a))
+        cur = max(cur, b)
+    end = _hi(root.end)
+    if cur < end:
+        out.append((cur, end))
+    return out
+
+
+def _bound(t: tuple[int, str]) -> str | None:
+    return None if t[0] != 1 else t[1]
+
+
+class Lease:
+    __slots__ = ("lid", "root", "owner", "renewed", "committed", "donated", "live", "done", "part")
+
+    def __init__(self, lid: int, root: KeyRange, owner: Node, now: float) -> None:
+        self.lid = lid
+        self.root = root
+        self.owner = owner
+        self.renewed = now
+        self.committed: dict[str, tuple[str | None, str | None]] = {}
+        self.donated: list[KeyRange] = []
+        self.live = 0  # pieces of this lease its owner still holds (listing, queued, being published)
+        self.done = False
+        self.part = f"lease:{(lid * 2654435761) % 256}"
+
+
+class Stream:
+    __slots__ = (
+        "sid",
+        "node",
+        "state",
+        "cursor",
+        "lease",
+        "pid",
+        "piece_sa",
+        "start_rank",
+        "rank",
+        "end_rank",
+        "ck_rank",
+        "since_ck",
+        "last",
+        "synced",
+        "nosplit",
+        "epoch",
+    )
+
+    def __init__(self, sid: int, node: Node) -> None:
+        self.sid = sid
+        self.node = node
+        self.state = "idle"
+        self.cursor: Cursor | None = None
+        self.lease: Lease | None = None
+        self.pid = ""
+        self.piece_sa: str | None = None
+        self.start_rank = self.rank = self.end_rank = self.ck_rank = 0
+        self.since_ck = 0
+        self.last: tuple[int, int, bool] | None = None
+        self.synced = True
+        self.nosplit = False
+        self.epoch = 0
+
+
+class Node:
+    """One process: the host, or one lister Lambda."""
+
+    __slots__ = (
+        "nid",
+        "streams",
+        "idle",
+        "queue",
+        "listing",
+        "running",
+        "parked",
+        "cpu_free",
+        "cpu_per_page",
+        "k",
+        "limit",
+        "last_cut",
+        "clean_since",
+        "quota",
+        "alive",
+        "invoked",
+        "started",
+        "ended",
+        "leases",
+        "hungry",
+        "claiming",
+        "home",
+        "last_exp",
+        "pages",
+    )
+
+    def __init__(self, nid: int, k: int, cpu_per_page: float, quota: int, home: int) -> None:
+        self.nid = nid
+        self.k = k
+        self.streams = [Stream(i, self) for i in range(k)]
+        self.idle: deque[Stream] = deque(self.streams)
+        self.queue: deque[tuple[KeyRange, Lease | None]] = deque()
+        self.listing = 0  # streams holding a piece (running, parked or checkpointing)
+        self.running = 0  # streams in the request loop (not parked)
+        self.parked: deque[Stream] = deque()
+        self.cpu_free = 0.0
+        self.cpu_per_page = cpu_per_page
+        self.limit = float(k)
+        self.last_cut = -1e9
+        self.clean_since = 0.0
+        self.quota = quota
+        self.alive = True
+        self.invoked = 0.0
+        self.started = 0.0
+        self.ended: float | None = None
+        self.leases: list[Lease] = []
+        self.hungry = False
+        self.claiming = False
+        self.home = home
+        self.last_exp = -1e9
+        self.pages = 0
+
+
+@dataclass
+class Shard:
+    open: list[KeyRange] = field(default_factory=list)
+    hunger: int = 0
+
+
+@dataclass
+class Result:
+    shape: str
+    n: int
+    mode: str
+    label: str
+    seed: int
+    makespan: float = 0.0
+    floor: float = 0.0
+    efficiency: float = 0.0
+    list_requests: int = 0  # answered (billed) LIST requests
+    list_attempts: int = 0
+    min_requests: int = 0
+    overhead: float = 0.0
+    empty_pages: int = 0
+    split_attempts: int = 0
+    splits: int = 0  # successful engine splits (local and published)
+    published: int = 0  # ranges published to the fleet
+    publishes: int = 0
+    publish_failed: int = 0
+    claims: int = 0
+    claim_conflicts: int = 0
+    throttled: int = 0  # 503 from the partition rate limit
+    faults: dict[str, int] = field(default_factory=dict)
+    giveups: int = 0
+    killed: int = 0
+    adoptions: int = 0
+    relisted_objects: int = 0
+    ddb_calls: dict[str, int] = field(default_factory=dict)
+    ddb_wru: int = 0
+    ddb_rru: int = 0
+    ddb_waits: int = 0
+    ddb_peak_write: int = 0
+    ddb_peak_read: int = 0
+    ddb_peak_write_part: str = ""
+    parts: int = 0
+    phases: dict[str, float] = field(default_factory=dict)
+    exact: bool = False
+    exact_detail: str = ""
+    objects: int = 0
+    bytes: int = 0
+    lambda_gb_s: float = 0.0
+    cost: dict[str, float] = field(default_factory=dict)
+    min_aimd_limit: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Sim:
+    def __init__(self, ks: Keyspace, cfg: Config, seed: int = 1, params: SimParams = DEFAULT) -> None:
+        self.ks = ks
+        self.n = ks.n
+        self.key = ks.root.key
+        self.cfg = cfg
+        self.p = params
+        self.seed = seed
+        self.rng = random.Random(seed * 1_000_003 + 17)
+        self.q: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
+        self._seq = itertools.count()
+        self.now = 0.0
+        sp = params.s3
+        self.partitions = max(1, math.ceil(self.n / sp.objects_per_partition))
+        self.part_bounds = [self.n * i // self.partitions for i in range(1, self.partitions)]
+        self.s3_limit = int(sp.partition_rate_limit)
+        self.s3_win: dict[tuple[int, int], int] = {}
+        self.policy = SplitPolicy(min_split_pages=cfg.min_split_pages, page_keys=PAGE, max_ways=cfg.max_ways)
+        self._ids = itertools.count(1)
+        self.committed: list[tuple[int, int]] = []
+        self.objects = 0
+        self.bytes = 0
+        self.res = Result(ks.name, self.n, cfg.mode, cfg.label(), seed)
+        self.res.faults = {v: 0 for v in FAULT_NAMES.values()}
+        self.nodes: list[Node] = []
+        self.shards = [Shard() for _ in range(cfg.shards)]
+        self.counter = 0
+        self.done_flag = False
+        self.leases: list[Lease] = []
+        self.dead_leases: list[Lease] = []
+        self.ddb_w: dict[tuple[str, int], int] = {}
+        self.ddb_r: dict[tuple[str, int], int] = {}
+        self.list_end: float | None = None
+        self.end: float | None = None
+        self.min_limit = float(cfg.per_lister if cfg.mode != "host" else cfg.streams)
+
+    # -- the event loop ------------------------------------------------------------------------
+    def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
+        heapq.heappush(self.q, (t, next(self._seq), fn, args))
+
+    def run(self) -> Result:
+        cfg = self.cfg
+        if cfg.mode == "host":
+            self._start_host()
+        else:
+            self._start_fleet()
+        q = self.q
+        with des_fast.patched():
+            while q:
+                t, _, fn, args = heapq.heappop(q)
+                self.now = t
+                fn(*args)
+        return self._finish()
+
+    def new_id(self) -> str:
+        return f"p{next(self._ids)}"
+
+    def lognorm(self, sigma: float) -> float:
+        return math.exp(sigma * self.rng.gauss(0.0, 1.0))
+
+    # -- DynamoDB ------------------------------------------------------------------------------
+    def ddb(
+        self, t: float, kind: str, reads: dict[str, int] | None = None, writes: dict[str, int] | None = None
+    ) -> float:
+        """Completion time of one DynamoDB call issued at t (waits for per-partition capacity)."""
+        cfg = self.cfg
+        calls = self.res.ddb_calls
+        calls[kind] = calls.get(kind, 0) + 1
+        reads = reads or {}
+        writes = writes or {}
+        while True:
+            sec = int(t)
+            if all(self.ddb_w.get((p, sec), 0) + u <= cfg.ddb_wcap for p, u in writes.items()) and all(
+                self.ddb_r.get((p, sec), 0) + u <= cfg.ddb_rcap for p, u in reads.items()
+            ):
+                break
+            self.res.ddb_waits += 1
+            t = sec + 1.0
+        for p, u in writes.items():
+            self.ddb_w[(p, sec)] = self.ddb_w.get((p, sec), 0) + u
+            self.res.ddb_wru += u
+        for p, u in reads.items():
+            self.ddb_r[(p, sec)] = self.ddb_r.get((p, sec), 0) + u
+            self.res.ddb_rru += u
+        return t + cfg.ddb_median_s * self.lognorm(cfg.ddb_sigma)
+
+    # -- S3 pages ------------------------------------------------------------------------------
+    def issue(self, st: Stream, t: float, attempt: int = 0) -> None:
+        """Send the stream's next LIST at virtual time t (>= now)."""
+        r0 = st.rank
+        r1 = min(self.n, r0 + PAGE)
+        sp = self.p.s3
+        w = (bisect.bisect_right(self.part_bounds, r0), int(t))
+        c = self.s3_win.get(w, 0)
+        if c >= self.s3_limit:
+            outcome = SLOWDOWN
+            self.res.throttled += 1
+            dt = sp.slowdown_latency_s
+        else:
+            self.s3_win[w] = c + 1
+            if self.cfg.faults and self.rng.random() < self.cfg.faults:
+                outcome = 1 + self.rng.randrange(3)
+                self.res.faults[FAULT_NAMES[outcome]] += 1
+                dt = sp.slowdown_latency_s
+                if outcome == RESET:  # the connection dies mid-answer
+                    dt = self.rng.random() * (sp.latency_fixed_s + sp.latency_per_key_s * (r1 - r0))
+            else:
+                outcome = OK
+                dt = (sp.latency_fixed_s + sp.latency_per_key_s * (r1 - r0)) * self.lognorm(sp.latency_sigma)
+        self.at(t + dt, self.on_reply, st, st.epoch, outcome, attempt, r0, r1)
+
+    def on_reply(self, st: Stream, epoch: int, outcome: int, attempt: int, r0: int, r1: int) -> None:
+        node = st.node
+        if st.epoch != epoch or not node.alive:
+            return
+        now = self.now
+        res = self.res
+        res.list_attempts += 1
+        rp = self.p.retry
+        if outcome != OK:
+            if outcome == SLOWDOWN:
+                self.slowdown(node, now)
+            if attempt + 1 >= rp.max_attempts or node.quota < rp.throttling_retry_cost:
+                res.giveups += 1
+                self.abandon(st, now)
+                return
+            node.quota -= rp.throttling_retry_cost
+            delay = self.rng.random() * min(rp.base_scale_s * 2**attempt, rp.max_backoff_s)
+            self.issue(st, now + delay, attempt + 1)
+            return
+        node.quota = min(
+            rp.quota_capacity, node.quota + (rp.throttling_retry_cost if attempt else rp.success_refund)
+        )
+        res.list_requests += 1
+        node.pages += 1
+        end_rank = st.end_rank
+        n_in = min(r1, end_rank) - r0
+        truncated = r1 < self.n
+        done = r1 > end_rank or not truncated
+        if n_in == 0:
+            res.empty_pages += 1
+        st.rank = r0 + n_in
+        st.since_ck += 1
+        st.last = (r0, r1, truncated)
+        st.synced = False
+        tc = max(now, node.cpu_free) + node.cpu_per_page
+        node.cpu_free = tc
+        if self.cfg.aimd and node.limit < node.k and now - node.clean_since >= 1.0:
+            node.limit += 1
+            node.clean_since = now
+            self.unpark(node, tc)
+        if done:
+            self.checkpoint(st, tc, final=True)
+            return
+        if self.cfg.mode != "host" and st.since_ck >= self.cfg.ckpt_pages:
+            self.checkpoint(st, tc, final=False)
+            return
+        self.maybe_split_local(st)
+        self.next_page(st, max(tc, node.cpu_free))
+
+    def slowdown(self, node: Node, now: float) -> None:
+        if not self.cfg.aimd:
+            return
+        if now - node.last_cut >= 1.0:
+            node.limit = max(1.0, node.limit / 2)
+            node.last_cut = now
+            self.min_limit = min(self.min_limit, node.limit)
+        node.clean_since = now
+
+    def next_page(self, st: Stream, t: float) -> None:
+        node = st.node
+        if self.cfg.aimd and node.running > int(node.limit):
+            st.state = "park"
+            node.running -= 1
+            node.parked.append(st)
+            return
+        self.issue(st, t)
+
+    def unpark(self, node: Node, t: float) -> None:
+        while node.parked and node.running < int(node.limit):
+            st = node.parked.popleft()
+            st.state = "list"
+            node.running += 1
+            self.issue(st, t)
+
+    # -- the engine ------------------------------------------------------------------------------
+    def sync(self, st: Stream) -> None:
+        """Give the cursor its last page (lazily), and check the engine agrees with the model's count."""
+        if st.synced or st.last is None or st.cursor is None:
+            return
+        r0, r1, truncated = st.last
+        n = st.cursor.take(PageKeys(self.key, r0, r1 - r0), truncated, str(r1) if truncated else None)
+        if n != st.rank - r0 or st.cursor.done:
+            raise AssertionError(
+                f"engine and model disagree: take={n} model={st.rank - r0} done={st.cursor.done}"
+            )
+        st.synced = True
+
+    def engine_split(self, st: Stream, ways: int) -> list[KeyRange]:
+        if st.cursor is None or st.last is None or (self.cfg.memo and st.nosplit):
+            return []
+        self.sync(st)
+        self.res.split_attempts += 1
+        node = st.node
+        if self.cfg.split_cpu_s:
+            node.cpu_free = max(self.now, node.cpu_free) + self.cfg.split_cpu_s
+        pieces = st.cursor.split(ways, self.policy, self.new_id)
+        if not pieces:
+            st.nosplit = True
+            return []
+        if st.cursor.done:
+            raise AssertionError("a split left its donor done")
+        end = st.cursor.range.end
+        st.end_rank = self.n if end is None else self.ks.count_le(end)
+        if st.end_rank < st.rank:
+            raise AssertionError("a split cut below the donor's position")
+        self.res.splits += 1
+        return pieces
+
+    def maybe_split_local(self, st: Stream) -> None:
+        node = st.node
+        if self.cfg.mode == "static":
+            return
+        w = len(node.idle) - len(node.queue)
+        if w <= 0:
+            return
+        pieces = self.engine_split(st, w + 1)
+        if not pieces:
+            return
+        lease = st.lease
+        if lease is not None:
+            lease.live += len(pieces)
+        node.queue.extend((p, lease) for p in pieces)
+        self.dispatch(node, self.now)
+
+    def dispatch(self, node: Node, t: float) -> None:
+        while node.idle and node.queue:
+            st = node.idle.popleft()
+            piece, lease = node.queue.popleft()
+            self.start_piece(st, piece, lease, t)
+
+    def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
+        node = st.node
+        cur = Cursor(piece)
+        st.cursor = cur
+        req = cur.request(PAGE)
+        sa = req.get("StartAfter")
+        r = 0 if sa is None else self.ks.count_le(sa)
+        st.start_rank = st.rank = st.ck_rank = r
+        st.end_rank = self.n if piece.end is None else self.ks.count_le(piece.end)
+        st.piece_sa = piece.start_after
+        st.pid = piece.id
+        st.lease = lease
+        st.since_ck = 0
+        st.last = None
+        st.synced = True
+        st.nosplit = False
+        st.state = "list"
+        st.epoch += 1
+        node.listing += 1
+        node.running += 1
+        self.next_page(st, t)
+
+    # -- checkpoints and the end of a piece ---------------------------------------------------------
+    def commit(self, st: Stream, final: bool) -> None:
+        if st.rank > st.ck_rank:
+            self.committed.append((st.ck_rank, st.rank))
+            self.objects += st.rank - st.ck_rank
+            self.bytes += self.ks.bytes_between(st.ck_rank, st.rank)
+        lease = st.lease
+        if lease is not None and st.cursor is not None and (final or st.rank > st.start_rank):
+            hi = st.cursor.range.end if final else self.key(st.rank - 1)
+            lease.committed[st.pid] = (st.piece_sa, hi)
+        st.ck_rank = st.rank
+        st.since_ck = 0
+
+    def checkpoint(self, st: Stream, t: float, final: bool) -> None:
+        if self.cfg.mode == "host":
+            self.commit(st, final)
+            if final:
+                self.piece_done(st, t)
+            else:
+                self.next_page(st, t)
+            return
+        st.state = "ckpt"
+        sp = self.p.s3
+        t1 = t + sp.put_latency_s * self.lognorm(sp.latency_sigma)
+        assert st.lease is not None
+        t2 = self.ddb(t1, "checkpoint", writes={st.lease.part: 1})
+        self.at(t2, self.on_ckpt, st, st.epoch, final)
+
+    def on_ckpt(self, st: Stream, epoch: int, final: bool) -> None:
+        node = st.node
+        if st.epoch != epoch or not node.alive:
+            return
+        lease = st.lease
+        assert lease is not None
+        if lease.owner is not node:  # the lease was taken over: its new owner re-lists what we did not commit
+            self.drop(st)
+            return
+        self.commit(st, final)
+        lease.renewed = self.now
+        self.res.parts += 1
+        if final:
+            self.piece_done(st, self.now)
+        else:
+            st.state = "list"
+            self.maybe_split_local(st)
+            self.next_page(st, max(self.now, node.cpu_free))
+
+    def abandon(self, st: Stream, t: float) -> None:
+        """Retries exhausted: commit what was listed and queue the remainder again (same lease)."""
+        node = st.node
+        cur = st.cursor
+        assert cur is not None
+        rest_sa = cur.range.start_after if st.rank == st.start_rank else self.key(st.rank - 1)
+        rest = KeyRange(id=self.new_id(), start_after=rest_sa, end=cur.range.end)
+        if self.cfg.mode != "host":
+            lease = st.lease
+            assert lease is not None
+            if st.rank > st.start_rank:
+                lease.committed[st.pid] = (st.piece_sa, rest_sa)
+            lease.live += 1
+        if st.rank > st.ck_rank:
+            self.committed.append((st.ck_rank, st.rank))
+            self.objects += st.rank - st.ck_rank
+            self.bytes += self.ks.bytes_between(st.ck_rank, st.rank)
+            st.ck_rank = st.rank
+        node.queue.append((rest, st.lease))
+        # the requeued piece starts after a pause: the stream is idle at t + 1 s
+        self.piece_done(st, t)
+
+    def drop(self, st: Stream) -> None:
+        node = st.node
+        st.state = "idle"
+        st.cursor = None
+        st.epoch += 1
+        node.listing -= 1
+        node.running -= 1
+        node.idle.append(st)
+        self.check_idle(node, self.now)
+
+    def piece_done(self, st: Stream, t: float) -> None:
+        node = st.node
+        st.state = "idle"
+        st.cursor = None
+        st.epoch += 1
+        node.listing -= 1
+        node.running -= 1
+        lease = st.lease
+        st.lease = None
+        node.idle.append(st)
+        if lease is not None:
+            lease.live -= 1
+            if lease.live == 0:
+                self.lease_complete(lease, node, t)
+        self.dispatch(node, t)
+        self.unpark(node, t)
+        self.check_idle(node, t)
+
+    def check_idle(self, node: Node, t: float) -> None:
+        if node.listing or node.queue:
+            return
+        mode = self.cfg.mode
+        if mode == "host":
+            self.list_end = t
+            self.end = t
+        elif mode == "static":
+            self.exit(node, t)
+        else:
+            self.claim_poll(node, t)
+
+    def exit(self, node: Node, t: float) -> None:
+        if node.ended is None:
+            node.ended = t
+
+    # -- host --------------------------------------------------------------------------------------
+    def _start_host(self) -> None:
+        cfg = self.cfg
+        node = Node(0, cfg.streams, cfg.host_cpu_per_page_s / cfg.host_cpus, self.p.retry.quota_capacity, 0)
+        self.nodes.append(node)
+        node.queue.append((KeyRange(id="r0"), None))
+        self.dispatch(node, 0.0)
+
+    # -- fleet: launch -------------------------------------------------------------------------------
+    def _start_fleet(self) -> None:
+        cfg = self.cfg
+        lp = self.p.lam
+        t = cfg.sfn_start_s + lp.cold_start_s * self.lognorm(cfg.cold_sigma)
+        self.res.phases["launcher_ready"] = t
+        if cfg.mode == "static":
+            count = cfg.static_ranges
+            ranges = static_ranges(count)
+            k = 1
+            self.counter = len(ranges)
+        else:
+            count = cfg.listers
+            ranges = []
+            k = cfg.per_lister
+            t = self.ddb(t, "put_root", writes={"shard:0": 2, "counter": 2})
+            self.shards[0].open.append(KeyRange(id="r0"))
+            self.counter = 1
+        first = None
+        last = 0.0
+        for i in range(count):
+            issued = t + (i // cfg.launcher_threads + 1) * cfg.invoke_s
+            # Lambda scaling: a token bucket of scale_burst environments refilled at scale_per_s
+            if i >= lp.scale_burst:
+                issued = max(issued, t + (i - lp.scale_burst + 1) / lp.scale_per_s)
+            start = issued + lp.cold_start_s * self.lognorm(cfg.cold_sigma)
+            node = Node(i, k, lp.cpu_per_page_s, self.p.retry.quota_capacity, i % cfg.shards)
+            node.invoked = issued
+            node.started = start
+            self.nodes.append(node)
+            first = start if first is None else min(first, start)
+            last = max(last, start)
+            if cfg.mode == "static":
+                rng_ = ranges[i % len(ranges)] if i < len(ranges) else None
+                if rng_ is not None:
+                    lease = Lease(len(self.leases), rng_, node, start)
+                    lease.live = 1
+                    self.leases.append(lease)
+                    node.leases.append(lease)
+                    node.queue.append((rng_, lease))
+                self.at(start, self._node_start, node)
+            else:
+                self.at(start, self._node_start, node)
+                self.at(start + self.rng.random() * cfg.poll_s, self.busy_timer, node)
+        self.res.phases["launcher_done"] = t + (count // cfg.launcher_threads + 1) * cfg.invoke_s
+        self.res.phases["first_lister"] = first or 0.0
+        self.res.phases["last_lister"] = last
+        if cfg.kill and cfg.mode == "fleet":
+            lo, hi = cfg.kill_window or (last, last + 0.8 * self.listing_floor())
+            victims = self.rng.sample(range(count), round(cfg.kill * count))
+            for v in sorted(victims):
+                self.at(self.rng.uniform(lo, hi), self.kill, self.nodes[v])
+
+    def _node_start(self, node: Node) -> None:
+        if self.cfg.mode == "static":
+            self.dispatch(node, self.now)
+            self.check_idle(node, self.now)
+        else:
+            self.claim_poll(node, self.now)
+
+    def kill(self, node: Node) -> None:
+        if not node.alive or node.ended is not None:
+            return
+        node.alive = False
+        node.ended = self.now
+        self.res.killed += 1
+        for lease in node.leases:
+            if not lease.done and lease.owner is node:
+                self.dead_leases.append(lease)
+
+    # -- fleet: claiming ---------------------------------------------------------------------------
+    def claim_poll(self, node: Node, t: float) -> None:
+        if node.claiming or not node.alive or node.ended is not None:
+            return
+        node.claiming = True
+        reads = {f"shard:{i}": 1 for i in range(self.cfg.shards)}
+        self.at(self.ddb(t, "poll_idle", reads=reads), self.on_claim_poll, node)
+
+    def on_claim_poll(self, node: Node) -> None:
+        if not node.alive:
+            return
+        now = self.now
+        node.claiming = False
+        if node.listing or node.queue:
+            return
+        if self.done_flag:
+            self.exit(node, now)
+            return
+        cfg = self.cfg
+        if self.shards[node.home].open:
+            shard = node.home
+        else:
+            full = [i for i, s in enumerate(self.shards) if s.open]
+            shard = self.rng.choice(full) if full else -1
+        node.claiming = True
+        if shard >= 0:
+            self.at(self.ddb(now, "query_open", reads={f"shard:{shard}": 1}), self.on_query, node, shard)
+            return
+        if self.dead_leases and now - node.last_exp >= cfg.expiry_check_s:
+            node.last_exp = now
+            self.at(self.ddb(now, "query_expired", reads={"lease-index": 1}), self.on_exp_query, node)
+            return
+        if not node.hungry:
+            node.hungry = True
+            self.at(self.ddb(now, "hunger_inc", writes={f"shard:{node.home}": 1}), self.on_hunger_inc, node)
+            return
+        node.claiming = False
+        self.at(now + cfg.idle_poll_s, self.claim_poll, node, now + cfg.idle_poll_s)
+
+    def on_hunger_inc(self, node: Node) -> None:
+        if not node.alive:
+            return
+        self.shards[node.home].hunger += 1
+        node.claiming = False
+        self.claim_poll(node, self.now)
+
+    def on_query(self, node: Node, shard: int) -> None:
+        if not node.alive:
+            return
+        items = self.shards[shard].open[:10]
+        if not items:
+            node.claiming = False
+            self.claim_poll(node, self.now)
+            return
+        pick = self.rng.choice(items)
+        lid = len(self.leases)
+        part = f"lease:{(lid * 2654435761) % 256}"
+        writes = {f"shard:{shard}": 4, part: 2}
+        if node.hungry:
+            writes[f"shard:{node.home}"] = writes.get(f"shard:{node.home}", 0) + 2
+        self.at(self.ddb(self.now, "claim", writes=writes), self.on_claim, node, shard, pick)
+
+    def on_claim(self, node: Node, shard: int, pick: KeyRange) -> None:
+        if not node.alive:
+            return
+        node.claiming = False
+        s = self.shards[shard]
+        if pick not in s.open:
+            self.res.claim_conflicts += 1
+            self.claim_poll(node, self.now)
+            return
+        s.open.remove(pick)
+        self.res.claims += 1
+        if node.hungry:
+            node.hungry = False
+            home = self.shards[node.home]
+            if home.hunger > 0:
+                home.hunger -= 1
+        lease = Lease(len(self.leases), pick, node, self.now)
+        lease.live = 1
+        self.leases.append(lease)
+        node.leases.append(lease)
+        node.queue.append((pick, lease))
+        self.dispatch(node, self.now)
+
+    def on_exp_query(self, node: Node) -> None:
+        if not node.alive:
+            return
+        now = self.now
+        cands = [lz for lz in self.dead_leases if not lz.done and lz.renewed + self.cfg.lease_s < now]
+        if not cands:
+            node.claiming = False
+            if not node.hungry:
+                self.claim_poll(node, now)
+            else:
+                self.at(now + self.cfg.idle_poll_s, self.claim_poll, node, now + self.cfg.idle_poll_s)
+            return
+        lease = min(cands, key=lambda lz: (lz.renewed, lz.lid))
+        self.at(self.ddb(now, "adopt", writes={lease.part: 1}), self.on_adopt, node, lease, lease.owner)
+
+    def on_adopt(self, node: Node, lease: Lease, old: Node) -> None:
+        if not node.alive:
+            return
+        node.claiming = False
+        if lease.owner is not old or lease.done or old.alive:
+            self.claim_poll(node, self.now)
+            return
+        self.dead_leases.remove(lease)
+        lease.owner = node
+        lease.renewed = self.now
+        node.leases.append(lease)
+        self.res.adoptions += 1
+        covered = list(lease.committed.values()) + [(d.start_after, d.end) for d in lease.donated]
+        gaps = complement(lease.root, covered)
+        lease.live = len(gaps)
+        for a, b in gaps:
+            piece = KeyRange(id=self.new_id(), start_after=_bound(a), end=_bound(b))
+            node.queue.append((piece, lease))
+            lo = 0 if piece.start_after is None else self.ks.count_le(piece.start_after)
+            hi = self.n if piece.end is None else self.ks.count_le(piece.end)
+            self.res.relisted_objects += max(0, hi - lo)
+        if lease.live == 0:
+            self.lease_complete(lease, node, self.now)
+        self.dispatch(node, self.now)
+        self.check_idle(node, self.now)
+
+    # -- fleet: hunger and publishing ------------------------------------------------------------------
+    def busy_timer(self, node: Node) -> None:
+        if not node.alive or node.ended is not None:
+            return
+        now = self.now
+        cfg = self.cfg
+        self.at(now + cfg.poll_s, self.busy_timer, node)
+        if not node.listing:
+            return
+        for lease in node.leases:
+            if not lease.done and lease.owner is node and now - lease.renewed > cfg.lease_s / 3:
+                self.at(self.ddb(now, "heartbeat", writes={lease.part: 1}), self.on_heartbeat, node, lease)
+        reads = {f"shard:{i}": 1 for i in range(cfg.shards)}
+        self.at(self.ddb(now, "poll_busy", reads=reads), self.on_busy_poll, node)
+
+    def on_heartbeat(self, node: Node, lease: Lease) -> None:
+        if node.alive and lease.owner is node:
+            lease.renewed = self.now
+
+    def on_busy_poll(self, node: Node) -> None:
+        if not node.alive or not node.listing:
+            return
+        hunger = sum(s.hunger for s in self.shards)
+        open_ = sum(len(s.open) for s in self.shards)
+        deficit = hunger - open_
+        if deficit <= 0:
+            return
+        shard = max(range(len(self.shards)), key=lambda i: (self.shards[i].hunger, -i))
+        k = min(deficit, self.shards[shard].hunger, self.cfg.publish_ways)
+        if k <= 0:
+            return
+
+        def score(st: Stream) -> float:
+            assert st.cursor is not None
+            if st.cursor.range.end is None:
+                return math.inf
+            return st.cursor.range.estimate - (st.rank - st.start_rank)
+
+        cands = [s for s in node.streams if s.state in ("list", "park") and s.cursor is not None and s.last]
+        cands.sort(key=lambda s: (-score(s), s.sid))
+        for st in cands[:2]:
+            pieces = self.engine_split(st, k + 1)
+            if pieces:
+                lease = st.lease
+                assert lease is not None
+                lease.live += len(pieces)
+                writes = {f"shard:{shard}": 2 * (len(pieces) + 1), "counter": 2, lease.part: 2}
+                t = self.ddb(self.now, "publish", writes=writes)
+                self.at(t, self.on_publish, node, lease, shard, pieces)
+                return
+
+    def on_publish(self, node: Node, lease: Lease, shard: int, pieces: list[KeyRange]) -> None:
+        if not node.alive:
+            return
+        s = self.shards[shard]
+        k = len(pieces)
+        if s.hunger >= k and lease.owner is node:
+            s.hunger -= k
+            s.open.extend(pieces)
+            self.counter += k
+            lease.donated.extend(pieces)
+            lease.live -= k
+            self.res.publishes += 1
+            self.res.published += k
+            if lease.live == 0:
+                self.lease_complete(lease, node, self.now)
+        else:
+            self.res.publish_failed += 1
+            node.queue.extend((p, lease) for p in pieces)
+            self.dispatch(node, self.now)
+
+    # -- completion ----------------------------------------------------------------------------------
+    def lease_complete(self, lease: Lease, node: Node, t: float) -> None:
+        t2 = self.ddb(t, "lease_done", writes={lease.part: 2, "counter": 2})
+        self.at(t2, self.on_lease_done, lease, node)
+
+    def on_lease_done(self, lease: Lease, node: Node) -> None:
+        if not node.alive or lease.owner is not node or lease.done:
+            return
+        lease.done = True
+        self.counter -= 1
+        if self.counter == 0:
+            self.all_done(self.now)
+
+    def all_done(self, t: float) -> None:
+        cfg = self.cfg
+        sp = self.p.s3
+        self.list_end = t
+        t_ok = t + cfg.send_success_s
+        get_mean = sp.get_latency_s * math.exp(sp.latency_sigma**2 / 2)
+        put_mean = sp.put_latency_s * math.exp(sp.latency_sigma**2 / 2)
+        reduce_s = cfg.reduce_fixed_s + math.ceil(self.res.parts / cfg.reduce_parallel) * get_mean + put_mean
+        self.end = t_ok + reduce_s
+        self.res.phases["list_end"] = t
+        self.res.phases["reduce_s"] = reduce_s
+        writes = {f"shard:{i}": 1 for i in range(cfg.shards)}
+        self.at(self.ddb(t, "done_flag", writes=writes), self._set_done)
+
+    def _set_done(self) -> None:
+        self.done_flag = True
+
+    # -- results -----------------------------------------------------------------------------------
+    def mean_page_s(self) -> float:
+        sp = self.p.s3
+        return (sp.latency_fixed_s + sp.latency_per_key_s * PAGE) * math.exp(sp.latency_sigma**2 / 2)
+
+    def listing_floor(self) -> float:
+        cfg = self.cfg
+        pages = max(1, math.ceil(self.n / PAGE))
+        rate = pages / (self.partitions * self.p.s3.partition_rate_limit)
+        if cfg.mode == "host":
+            cpu = cfg.host_cpu_per_page_s / cfg.host_cpus
+            return max(pages * (self.mean_page_s() + cpu) / cfg.streams, rate, pages * cpu)
+        cpu = self.p.lam.cpu_per_page_s
+        streams = cfg.static_ranges if cfg.mode == "static" else cfg.listers * cfg.per_lister
+        return max(pages * (self.mean_page_s() + cpu) / streams, rate)
+
+    def _finish(self) -> Result:
+        res = self.res
+        cfg = self.cfg
+        lp = self.p.lam
+        res.makespan = self.end if self.end is not None else math.inf
+        startup = 0.0 if cfg.mode == "host" else cfg.sfn_start_s + 2 * lp.cold_start_s + cfg.invoke_s
+        res.floor = self.listing_floor() + startup
+        res.efficiency = res.floor / res.makespan if res.makespan > 0 else 0.0
+        res.min_requests = max(1, math.ceil(self.n / PAGE))
+        res.overhead = res.list_requests / res.min_requests - 1
+        res.objects = self.objects
+        res.bytes = self.bytes
+        res.min_aimd_limit = self.min_limit
+        # exactness: committed rank intervals tile [0, n) once; counts and bytes agree with the model
+        problems = []
+        pos = 0
+        for a, b in sorted(self.committed):
+            if a > pos:
+                problems.append(f"gap [{pos},{a})")
+            elif a < pos:
+                problems.append(f"overlap [{a},{min(pos, b)})")
+            pos = max(pos, b)
+        if pos != self.n:
+            problems.append(f"ends at {pos} != {self.n}")
+        if self.objects != self.n:
+            problems.append(f"objects {self.objects} != {self.n}")
+        if self.bytes != self.ks.bytes_between(0, self.n):
+            problems.append("bytes differ")
+        if self.end is None:
+            problems.append("never finished")
+        if cfg.mode != "host":
+            for lease in self.leases:
+                covered = list(lease.committed.values()) + [(d.start_after, d.end) for d in lease.donated]
+                if not lease.done:
+                    problems.append(f"lease {lease.lid} not done")
+                elif complement(lease.root, covered):
+                    problems.append(f"lease {lease.lid} not covered")
+        res.exact = not problems
+        res.exact_detail = "; ".join(problems[:5])
+        if cfg.mode != "host":
+            self._fleet_costs(res)
+        else:
+            res.cost = {"list": res.list_requests * self.p.s3.list_price_per_1000 / 1000}
+            res.cost["total"] = res.cost["list"]
+        return res
+
+    def _fleet_costs(self, res: Result) -> None:
+        lp = self.p.lam
+        end = self.end if self.end is not None else self.now
+        gb_s = 0.0
+        for node in self.nodes:
+            stop = node.ended if node.ended is not None else end
+            gb_s += max(0.0, stop - node.invoked) * lp.memory_gb
+        launcher = res.phases.get("launcher_done", 0.0) - self.cfg.sfn_start_s
+        reduce_s = res.phases.get("reduce_s", 0.0)
+        gb_s += launcher * 1.0 + reduce_s * 2.0
+        res.lambda_gb_s = gb_s
+        for (p, _), c in self.ddb_w.items():
+            if c > res.ddb_peak_write:
+                res.ddb_peak_write, res.ddb_peak_write_part = c, p
+        res.ddb_peak_read = max(self.ddb_r.values(), default=0)
+        transitions = 6
+        res.cost = {
+            "list": res.list_requests * self.p.s3.list_price_per_1000 / 1000,
+            "lambda": gb_s * lp.price_gb_s + (len(self.nodes) + 2) * lp.price_per_request,
+            "sfn": transitions * self.p.sfn.price_per_transition,
+            "dynamodb": res.ddb_wru * 1.25e-6 + res.ddb_rru * 0.25e-6,
+            "s3_put_get": (res.parts * 2 + 1) * 0.005 / 1000,
+        }
+        res.cost["total"] = sum(res.cost.values())
+        res.phases["listers_exited"] = max((nd.ended or 0.0) for nd in self.nodes)
+
+
+def static_ranges(count: int) -> list[KeyRange]:
+    """``count`` ranges of equal width over the UTF-8 byte space (no hints, no learned alphabet)."""
+    frame = Interval(b"", b"\xf4\x90")
+    cuts: list[str] = []
+    for i in range(1, count):
+        c = frame.at(i / count)
+        if c is not None and (not cuts or c > cuts[-1]):
+            cuts.append(c)
+    bounds: list[str | None] = [None, *cuts, None]
+    return [KeyRange(id=f"s{i}", start_after=a, end=b) for i, (a, b) in enumerate(itertools.pairwise(bounds))]
+
+
+def sequential_time(n: int, params: SimParams = DEFAULT, cpu_per_page_s: float = 0.0044) -> float:
+    """One paginator: the mean page time times the pages (the sum of ~n/1000 i.i.d. draws)."""
+    sp = params.s3
+    pages = max(1, math.ceil(n / PAGE))
+    mean = (sp.latency_fixed_s + sp.latency_per_key_s * PAGE) * math.exp(sp.latency_sigma**2 / 2)
+    return pages * (mean + cpu_per_page_s)
+
+
+def simulate(ks: Keyspace, cfg: Config, seed: int = 1, params: SimParams = DEFAULT) -> Result:
+    return Sim(ks, cfg, seed, params).run()

@@ -1,0 +1,116 @@
+"""Key shapes the stealing engine was never tuned on, for the discrete-event benchmark (bench/sim/des.py).
+
+- ``deep-tree``: a directory tree four levels deep with Zipf fan-out at every level (a few projects hold
+  most runs, a few runs most shards), mixed-case names with '-', '_' and '=' separators, and files named
+  ``<base36>.tif`` -- a lab's instrument output.
+- ``nonascii``: 40 top-level folders with non-ASCII names, each file name a long (16-24 character)
+  random segment drawn from CJK, Hangul, Cyrillic, Greek, accented Latin and emoji (UTF-8 of 2, 3 and 4
+  bytes), then ``.bin``: the byte-value alphabet at every position is wide and sparse.
+
+Like bench.keyspace's shapes, keys are computed from their rank; construction is O(blocks).
+"""
+
+from __future__ import annotations
+
+import random
+
+from bench.keyspace import BASE36, SHAPES, Blocks, Codes, Keyspace, _apportion, _width_for
+
+
+def _zipf(k: int, s: float, rnd: random.Random) -> list[float]:
+    w = [1.0 / (i + 1) ** s for i in range(k)]
+    rnd.shuffle(w)
+    return w
+
+
+def deep_tree(n: int, seed: int = 11) -> Keyspace:
+    """projects/<name>/run-<NNNNNNN>/shard=<NNN>/<base36>.tif with Zipf fan-out at each level."""
+    rnd = random.Random(seed)
+    projects = [
+        "Alpha",
+        "BRAIN-scan",
+        "climate_v2",
+        "cryoEM",
+        "genomics",
+        "LIGO",
+        "ocean-floats",
+        "proteomics",
+        "Solar_wind",
+        "tomography",
+        "weather-ens",
+        "xray",
+    ]
+    p_counts = _apportion(n, _zipf(len(projects), 1.3, rnd))
+    p_pref, p_inner = [], []
+    leaf_budget = 4000  # leaf blocks in all, split over projects by their share
+    for pi, (name, pc) in enumerate(zip(projects, p_counts, strict=True)):
+        if pc == 0:
+            continue
+        runs = max(1, min(200, round(leaf_budget * pc / max(1, n) / 4)))
+        r_counts = _apportion(pc, _zipf(runs, 1.1, rnd))
+        r_pref, r_inner = [], []
+        for ri, rc in enumerate(r_counts):
+            if rc == 0:
+                continue
+            shards = max(1, min(64, round(8 * rc * runs / max(1, pc))))
+            s_counts = _apportion(rc, _zipf(shards, 0.9, rnd))
+            s_pref, s_inner = [], []
+            for si, sc in enumerate(s_counts):
+                if sc == 0:
+                    continue
+                s_pref.append(f"shard={si:03d}/")
+                s_inner.append(
+                    Codes(sc, BASE36, _width_for(sc, 36, 7), ".tif", salt=seed * 1_000_003 + pi * 10_007 + ri)
+                )
+            if s_pref:
+                r_pref.append(f"run-{rnd.randrange(10_000):04d}{ri:03d}/")
+                r_inner.append(Blocks(s_pref, s_inner))
+        p_pref.append(f"projects/{name}/")
+        p_inner.append(Blocks(r_pref, r_inner))
+    return Keyspace("deep-tree", Blocks(p_pref, p_inner), seed=seed, size_median=2_000_000, size_sigma=1.5)
+
+
+# Characters of the random segments, sorted by code point (S3 order); 2-, 3- and 4-byte UTF-8.
+NONASCII_ALPHABET = "".join(
+    sorted(
+        set(
+            "àáâãäåæçèéêëìíîïñòóôõöøùúûüýÿ"
+            "αβγδεζηθικλμνξοπρστυφχψω"
+            "абвгдежзийклмнопрстуфхцчшщэюя"
+            "가나다라마바사아자차카타파하"
+            "東京大阪名古屋札幌福岡神戸横浜"
+            "数据文件图像日志"
+            "😀😃😄😁🚀🌍🌟🔥💾📁"
+        )
+    )
+)
+
+
+def nonascii(n: int, seed: int = 12) -> Keyspace:
+    """40 non-ASCII top-level folders; file names are 16-24 random non-ASCII characters + '.bin'."""
+    rnd = random.Random(seed)
+    names: set[str] = set()
+    while len(names) < 40:
+        names.add("".join(rnd.choice(NONASCII_ALPHABET) for _ in range(rnd.randint(2, 6))) + "/")
+    folders = sorted(names)
+    # prefix-free by construction: every folder ends in '/', which is not in the alphabet
+    counts = _apportion(n, [rnd.uniform(0.1, 1.0) for _ in folders])
+    keep = [i for i, c in enumerate(counts) if c > 0]
+    base = len(NONASCII_ALPHABET)
+    inners = [
+        Codes(counts[i], NONASCII_ALPHABET, max(16, _width_for(counts[i], base, 16)), ".bin", salt=seed + i)
+        for i in keep
+    ]
+    width_jitter = [rnd.randint(0, 8) for _ in keep]
+    for inner, extra in zip(inners, width_jitter, strict=True):
+        inner.width += extra
+        inner.space = inner.base**inner.width
+    return Keyspace("nonascii", Blocks([folders[i] for i in keep], inners), seed=seed, size_median=500_000)
+
+
+EXTRA_SHAPES = {"deep-tree": deep_tree, "nonascii": nonascii}
+ALL_SHAPES = {**SHAPES, **EXTRA_SHAPES}
+
+
+def make_any(shape: str, n: int) -> Keyspace:
+    return ALL_SHAPES[shape](n)

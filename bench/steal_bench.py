@@ -1,0 +1,182 @@
+"""Benchmark the work-stealing listing engine in the discrete-event simulator (bench/sim/des.py).
+
+    python -m bench.steal_bench --sizes 25e6,100e6 --shapes all --mode fleet --seeds 1
+    python -m bench.steal_bench --sizes 1e6 --shapes uniform --mode host --streams 64,256 --faults 0.01 --aimd both
+    python -m bench.steal_bench --sizes 25e6 --shapes dated --mode fleet --kill 0.05 --seeds 3
+
+Prints a Markdown table (one row per shape x size x configuration, medians over seeds where several) and
+writes every run's full result as JSON to bench/out/steal_<stamp>.json (the stamp is built from the
+arguments, not the clock, so reruns overwrite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.sim.des import Config, Result, sequential_time, simulate
+from bench.sim.des_shapes import ALL_SHAPES, make_any
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def _floats(s: str) -> list[float]:
+    return [float(x) for x in s.split(",") if x]
+
+
+def _ints(s: str) -> list[int]:
+    return [int(float(x)) for x in s.split(",") if x]
+
+
+def configs(args: argparse.Namespace) -> list[Config]:
+    base = Config(
+        faults=args.faults,
+        kill=args.kill,
+        lease_s=args.lease,
+        publish_ways=args.publish_ways,
+        min_split_pages=args.min_split_pages,
+        memo=args.memo,
+        split_cpu_s=args.split_cpu,
+    )
+    aimds = [False, True] if args.aimd == "both" else [args.aimd == "on"]
+    out: list[Config] = []
+    for mode in args.mode.split(","):
+        for aimd in aimds:
+            if mode == "host":
+                out += [replace(base, mode="host", streams=s, aimd=aimd) for s in _ints(args.streams)]
+            elif mode == "fleet":
+                out += [
+                    replace(base, mode="fleet", listers=args.listers, per_lister=k, aimd=aimd)
+                    for k in _ints(args.per_lister)
+                ]
+            elif mode == "static":
+                out.append(replace(base, mode="static", static_ranges=args.listers, aimd=aimd))
+            elif mode != "sequential":
+                raise SystemExit(f"unknown mode {mode!r}")
+    return out
+
+
+def _fmt_n(n: int) -> str:
+    for unit, div in (("B", 10**9), ("M", 10**6), ("k", 10**3)):
+        if n >= div:
+            v = n / div
+            return f"{v:g}{unit}"
+    return str(n)
+
+
+def row(rs: list[Result], cfg: Config) -> dict[str, Any]:
+    med = statistics.median
+    return {
+        "shape": rs[0].shape,
+        "n": _fmt_n(rs[0].n),
+        "config": rs[0].label
+        + (" aimd" if cfg.aimd else "")
+        + (f" faults={cfg.faults:g}" if cfg.faults else "")
+        + (f" kill={cfg.kill:g}" if cfg.kill else ""),
+        "seeds": len(rs),
+        "makespan": med(r.makespan for r in rs),
+        "makespan_max": max(r.makespan for r in rs),
+        "floor": rs[0].floor,
+        "eff": med(r.efficiency for r in rs),
+        "overhead": med(r.overhead for r in rs),
+        "empty": med(r.empty_pages for r in rs),
+        "splits": med(r.splits for r in rs),
+        "attempts": med(r.split_attempts for r in rs),
+        "published": med(r.published for r in rs),
+        "throttled": med(r.throttled for r in rs),
+        "faults": med(sum(r.faults.values()) for r in rs),
+        "killed": med(r.killed for r in rs),
+        "adopted": med(r.adoptions for r in rs),
+        "list_end": med(r.phases.get("list_end", r.makespan) for r in rs),
+        "cost": med(r.cost.get("total", 0.0) for r in rs),
+        "exact": f"{sum(r.exact for r in rs)}/{len(rs)}",
+    }
+
+
+HEADER = (
+    "| shape | N | config | seeds | makespan s (max) | floor s | eff | LIST overhead | empty pages | splits "
+    "(attempts) | published | throttled | faults | killed/adopted | cost $ | exact |"
+)
+
+
+def md(r: dict[str, Any]) -> str:
+    return (
+        f"| {r['shape']} | {r['n']} | {r['config']} | {r['seeds']} | {r['makespan']:.1f} ({r['makespan_max']:.1f}) "
+        f"| {r['floor']:.1f} | {r['eff']:.2f} | {100 * r['overhead']:.2f}% | {r['empty']:g} | {r['splits']:g} "
+        f"({r['attempts']:g}) | {r['published']:g} | {r['throttled']:g} | {r['faults']:g} "
+        f"| {r['killed']:g}/{r['adopted']:g} | {r['cost']:.2f} | {r['exact']} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="25e6")
+    ap.add_argument("--shapes", default="all", help="comma-separated, or 'all' (%s)" % ", ".join(ALL_SHAPES))
+    ap.add_argument("--mode", default="fleet", help="fleet, host, static, sequential (comma-separated)")
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--streams", default="64,256", help="host streams")
+    ap.add_argument("--listers", type=int, default=1000)
+    ap.add_argument("--per-lister", default="8", help="streams per lister, e.g. 4,8,16")
+    ap.add_argument("--faults", type=float, default=0.0, help="fraction of LIST attempts failing")
+    ap.add_argument("--kill", type=float, default=0.0, help="fraction of listers killed")
+    ap.add_argument("--lease", type=float, default=10.0)
+    ap.add_argument("--aimd", choices=("on", "off", "both"), default="off")
+    ap.add_argument("--publish-ways", type=int, default=1)
+    ap.add_argument("--min-split-pages", type=float, default=8.0)
+    ap.add_argument("--split-cpu", type=float, default=0.0)
+    ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args(argv)
+    shapes = list(ALL_SHAPES) if args.shapes == "all" else args.shapes.split(",")
+    sizes = [int(x) for x in _floats(args.sizes)]
+    cfgs = configs(args)
+    rows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    print(HEADER)
+    print("|" + "---|" * (HEADER.count("|") - 1))
+    for n, shape in itertools.product(sizes, shapes):
+        if "sequential" in args.mode.split(","):
+            t = sequential_time(n)
+            print(
+                f"| {shape} | {_fmt_n(n)} | sequential (analytic) | - | {t:.0f} | {t:.0f} | 1.00 | 0.00% | 0 | 0 | "
+                "0 | 0 | 0 | - | - | - |"
+            )
+        if not cfgs:
+            continue
+        ks = make_any(shape, n)
+        for cfg in cfgs:
+            rs = []
+            for seed in range(1, args.seeds + 1):
+                t0 = time.perf_counter()
+                r = simulate(ks, cfg, seed=seed)
+                wall = time.perf_counter() - t0
+                d = r.to_dict()
+                d["wall_s"] = wall
+                d["config"] = {k: v for k, v in vars(cfg).items()}
+                runs.append(d)
+                rs.append(r)
+                if not r.exact:
+                    print(
+                        f"INEXACT: {shape} {n} {cfg.label()} seed {seed}: {r.exact_detail}", file=sys.stderr
+                    )
+            rw = row(rs, cfg)
+            rows.append(rw)
+            print(md(rw), flush=True)
+    OUT.mkdir(exist_ok=True)
+    stamp = re.sub(r"[^A-Za-z0-9=.,_-]+", "_", f"{args.mode}_{args.sizes}_{args.shapes}_{args.tag}")[:120]
+    path = OUT / f"steal_{stamp}.json"
+    path.write_text(json.dumps({"args": vars(args), "rows": rows, "runs": runs}, indent=1, default=str))
+    print(f"\nwrote {path}", file=sys.stderr)
+    return 0 if all(r["exact"].split("/")[0] == r["exact"].split("/")[1] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
