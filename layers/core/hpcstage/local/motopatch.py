@@ -29,6 +29,10 @@ silently misbehaving, because these patches reach into private code.
 5. ``fail_state``: a Fail state whose ErrorPath yields a ``States.*`` name (re-raising a caught
    ``States.ExceedToleratedFailureThreshold`` or ``States.Timeout``) fails the execution with that
    error, instead of crashing moto's interpreter on "Custom Error Names MUST NOT begin with States.".
+6. ``dynamodb``: moto's DynamoDB backend is not thread-safe (TransactWriteItems deep-copies the tables
+   for its rollback while other threads change them: "dictionary changed size during iteration"), so
+   every DynamoDB request is handled under one lock, as the one-at-a-time answers of a single server.
+   The fleet's listers (many threads, conditional writes and transactions) depend on it.
 """
 
 from __future__ import annotations
@@ -779,6 +783,18 @@ def _patched_state_fail_eval_state(self: Any, env: Any) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# DynamoDB: one request at a time
+# --------------------------------------------------------------------------------------------------
+
+_DYNAMODB_LOCK = threading.RLock()
+
+
+def _patched_dynamodb_call_action(self: Any) -> Any:
+    with _DYNAMODB_LOCK:
+        return _original("dynamodb_call_action")(self)
+
+
+# --------------------------------------------------------------------------------------------------
 # Applying and removing
 # --------------------------------------------------------------------------------------------------
 
@@ -786,6 +802,7 @@ def _patched_state_fail_eval_state(self: Any, env: Any) -> None:
 def _targets() -> dict[str, tuple[str, type, str, Any]]:
     """name -> (patch group, class, attribute, replacement)."""
     from moto.awslambda_simple.models import LambdaSimpleBackend
+    from moto.dynamodb.responses import DynamoHandler
     from moto.s3.models import S3Backend
     from moto.s3.utils import _VersionedKeyStore
     from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.distributed_iteration_component import (
@@ -835,10 +852,11 @@ def _targets() -> dict[str, tuple[str, type, str, Any]]:
             _patched_distributed_map_run,
         ),
         "state_fail_eval_state": ("fail_state", StateFail, "_eval_state", _patched_state_fail_eval_state),
+        "dynamodb_call_action": ("dynamodb", DynamoHandler, "call_action", _patched_dynamodb_call_action),
     }
 
 
-PATCH_GROUPS = ("lambda", "s3_listing", "map_iteration", "map_tolerance", "fail_state")
+PATCH_GROUPS = ("lambda", "s3_listing", "map_iteration", "map_tolerance", "fail_state", "dynamodb")
 
 
 class _ToleranceWarningFilter(logging.Filter):

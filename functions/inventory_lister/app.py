@@ -1,0 +1,29 @@
+"""One lister of the fleet (invoked asynchronously by the launcher): several streams, work stolen via DynamoDB."""
+
+import os  # noqa: F401
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from hpcstage import clients
+from hpcstage.inventory import fleet
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    out = fleet.run_lister(
+        s3=clients.s3(),
+        ddb=clients.client("dynamodb"),
+        sfn=clients.client("stepfunctions"),
+        event=event,
+        remaining_ms=context.get_remaining_time_in_millis,
+    )
+    metrics.add_metric(name="PagesListed", unit=MetricUnit.Count, value=out["pages"])
+    return out

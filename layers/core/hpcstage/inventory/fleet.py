@@ -1,0 +1,1443 @@
+"""The Lambda fleet: listers that run several streams each and steal work from each other through DynamoDB.
+
+One inventory run ("run") is a set of key ranges that tile the key space of the bucket/prefix. Every range is
+in exactly one of three places, all in one DynamoDB table (PK ``pk``, SK ``sk``, TTL ``expires``):
+
+- **open**: ``pk=run#<run>#open#<s>`` (s = 0..15, by a hash of the range id), ``sk=<range id>``: nobody lists
+  it; ``start_after``/``end`` bound it.
+- **leased**: ``pk=run#<run>#lease``, ``sk=<range id>``: a stream of one lister lists it. The lease records the
+  owner, ``lease_until`` (epoch ms), the ``checkpoint`` (the last key durably written), the Parquet ``parts``
+  and ``stats`` sidecars written so far, and the objects/bytes/requests/retries they hold. ``state`` is
+  ``leased`` or, once listed, ``done``.
+- the **meta** item ``pk=run#<run>``, ``sk=meta``: the Step Functions task token of the current launch, its
+  ``generation``, ``outstanding`` (ranges not done: open + leased), ``live`` listers, ``started``.
+
+Hunger counters (``pk=run#<run>#hunger``, ``sk=0..15``) say how many listers have idle streams and found
+nothing to do; busy streams read them (one BatchGetItem per lister at most every ``hunger_poll_s``) and split.
+
+The protocol (every write conditional, so a lister that lost a race or its lease never corrupts the run):
+
+- **owner** is unique per acquisition (lister id + a random tag), not per lister: after a takeover two
+  streams of one lister could otherwise both pass ``owner = me`` on the same range and count it twice.
+- **claim**: TransactWriteItems {Delete open (attribute_exists) + Put lease (attribute_not_exists)}.
+- **donate**: TransactWriteItems {Update own lease ``end = cut`` (owner = me, state = leased) + Put each
+  piece as an open item + Update meta ``outstanding += pieces``}. Pieces come from ``Cursor.split``, so the
+  ranges in play always tile the key space.
+- **checkpoint** (every ``checkpoint_pages`` pages): close the segment's Parquet part(s) and write a stats
+  sidecar for exactly those rows (unique keys: range id + a per-acquisition tag + a segment number), then
+  UpdateItem the lease: set checkpoint, append the parts and the sidecar, add the counters, renew the lease --
+  condition owner = me and state = leased. If the condition fails the lease was taken over: the part is an
+  orphan that no lease names, so it never enters the manifest and no key is counted twice.
+- **finish**: the last segment's checkpoint plus ``state = done`` in one TransactWriteItems with
+  ``outstanding -= 1`` on the meta item.
+- **deadline**: near the Lambda's timeout a stream stops at a page boundary; its lease becomes ``done`` with
+  ``end = checkpoint`` and the remainder ``(checkpoint, end]`` is put back as a new open range in the same
+  transaction (outstanding unchanged). A lease with nothing listed is simply re-opened.
+- **takeover**: an idle lister Queries the lease partition for ``state = leased`` and ``lease_until < now``
+  and takes one over with ``SET owner = me, lease_until = ...`` conditioned on ``lease_until`` being the value
+  it read; it resumes from the checkpoint. A heartbeat thread renews the leases of a lister's live streams
+  every ``lease_s / 3``; a lister that dies loses only what it listed after its last checkpoint.
+- **completion**: ``outstanding`` is decremented inside a transaction, which returns no values, so whoever
+  finishes a range then tries ``UpdateItem SET notified = task_token`` conditioned on ``outstanding = 0`` and
+  ``notified <> task_token``: exactly one caller per launch wins and calls SendTaskSuccess {done: true}. The
+  launcher tries the same after writing a new token, so a run that finished while a launch timed out is
+  still reported. The last lister of a launch to exit at its deadline (``live`` reaches 0 with work left)
+  reports {done: false} so the state machine launches again without waiting for its task timeout.
+
+Choices (and why):
+
+- *Every range is a lease item, local splits included.* A split kept in memory inside one lease would make
+  the lease's checkpoint ambiguous (two streams writing below and above a cut) and would be lost with the
+  lister; one lease per range keeps the checkpoint a single key, makes any range recoverable by any lister,
+  and costs one transaction per split. The K streams of a lister still meet as ``LocalPool``'s do (idle
+  streams minus queued ranges drive splits), but the queue holds ids of open items that must be claimed:
+  ``LocalPool`` itself ends when no stream is active and nothing is queued, which is wrong in a fleet where
+  work can appear from other listers.
+- *Remote hunger is served at most once per hunger poll per lister*: a hunger counter stays positive until
+  the hungry lister has claimed something, and without that bound every busy stream of the fleet would
+  split for the same idle lister. Over-splitting is harmless to coverage (pieces are claimed by anyone).
+- *Throttling (AIMD)*: any retried LIST attempt (503 SlowDown, 5xx) halves the lister's number of active
+  streams; each clean second adds one back. Streams over the limit pause at a page boundary (their leases
+  stay renewed) instead of adding retries to a prefix that is already throttled.
+- *Requests* are counted per attempt (``RequestCounter``) and recorded in the lease at each checkpoint;
+  requests of a lease that was lost before its checkpoint are added to ``meta.orphan_requests``, which the
+  reduce bills as well. Requests a lister sent after its last checkpoint before dying are not recorded.
+- *Errors*: an error that every lister would hit (``BucketError``: no bucket, access denied) is recorded
+  once in the meta item and fails the launch task (SendTaskFailure) instead of expiring and relaunching
+  forever; any other exception ends the lister without cleanup, like a crashed Lambda.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from ..errors import BucketError, IncompleteInventoryError, InputError
+from ..s3util import BUCKET_NAME, RequestCounter, as_page
+from .lister import ListOptions, list_range
+from .model import KeyRange, PartFile, ShardResult
+from .output import PartWriter, S3Store
+from .runner import finalize, seeds_from_hints
+from .stats import InventoryStats
+
+HUNGER_SHARDS = 16
+OPEN_SHARDS = 16
+DEFAULT_LEASE_S = 30.0
+DEFAULT_CHECKPOINT_PAGES = 50
+DEFAULT_MAX_LISTERS = 10
+DEFAULT_STREAMS = 8
+DEFAULT_MAX_LAUNCHES = 20
+# A lister stops this long before its Lambda timeout: last checkpoint, re-open the rest, report.
+DEFAULT_STOP_MARGIN_S = 60.0
+# Items kept after a run (TTL), long enough for a slow reduce and for debugging.
+RUN_TTL_S = 7 * 24 * 3600
+PAGE_SIZE = 1000  # keys per ListObjectsV2 page (tests lower it to get many pages from few keys)
+MAX_PIECES = 64  # TransactWriteItems holds at most 100 items: lease + meta + pieces
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
+
+Clock = Callable[[], float]
+
+
+class LeaseLost(Exception):
+    """The lease this stream held was taken over (or finished) by someone else: stop, write nothing."""
+
+
+class _Abandon(Exception):
+    """The lister is dying (another stream raised): stop without any cleanup, as a crashed Lambda would."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration (the validated execution input)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FleetConfig:
+    bucket: str
+    prefix: str
+    run_id: str
+    results_bucket: str
+    results_prefix: str
+    table: str
+    max_listers: int = DEFAULT_MAX_LISTERS
+    streams: int = DEFAULT_STREAMS
+    lease_seconds: float = DEFAULT_LEASE_S
+    checkpoint_pages: int = DEFAULT_CHECKPOINT_PAGES
+    stats_depth: int = 1
+    audit: bool = False
+    max_launches: int = DEFAULT_MAX_LAUNCHES
+    launch_timeout_seconds: int = 900 + 120
+    stop_margin_seconds: float = DEFAULT_STOP_MARGIN_S
+    started: str = ""
+
+    @property
+    def root(self) -> str:
+        return f"{self.results_prefix.strip('/')}/{self.bucket}/{self.run_id}".lstrip("/")
+
+    @property
+    def latest_key(self) -> str:
+        """Where the last successful run of this target records its root (shared with the round-based path)."""
+        target = self.prefix.replace("/", "%2F") or "%ROOT%"
+        return f"{self.results_prefix.strip('/')}/{self.bucket}/_latest/{target}.json".lstrip("/")
+
+    def store(self, s3: Any) -> S3Store:
+        return S3Store(s3, self.results_bucket, self.root)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FleetConfig:
+        return cls(**d)
+
+
+def _int(event: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
+    value = event.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InputError(f"'{name}' must be a whole number from {lo} to {hi}, got {value!r}")
+    return value
+
+
+def validate_input(
+    event: Any,
+    *,
+    run_id: str,
+    started: str,
+    results_bucket: str,
+    table: str,
+    results_prefix: str = "inventory",
+    lister_timeout_s: int = 900,
+) -> FleetConfig:
+    """Check an execution input of the fleet state machine; every message says what is wrong."""
+    if not isinstance(event, dict):
+        raise InputError(f"the input must be a JSON object, got {type(event).__name__}")
+    known = {
+        "bucket",
+        "prefix",
+        "max_listers",
+        "streams",
+        "lease_seconds",
+        "checkpoint_pages",
+        "stats_depth",
+        "audit",
+        "max_launches",
+    }
+    unknown = sorted(set(event) - known)
+    if unknown:
+        raise InputError(f"unknown input field(s): {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+    bucket = event.get("bucket")
+    if not isinstance(bucket, str) or not BUCKET_NAME.match(bucket) or ".." in bucket:
+        raise InputError(f"'bucket' must be an S3 bucket name (e.g. \"my-data\"), got {bucket!r}")
+    prefix = event.get("prefix", "")
+    if not isinstance(prefix, str) or len(prefix.encode()) > 1024:
+        raise InputError("'prefix' must be a string of at most 1,024 bytes")
+    if not _NAME.match(run_id):
+        raise InputError(f"run id {run_id!r} is not a valid name")
+    audit = event.get("audit", False)
+    if not isinstance(audit, bool):
+        raise InputError("'audit' must be true or false")
+    lease = _int(event, "lease_seconds", int(DEFAULT_LEASE_S), 1, 600)
+    return FleetConfig(
+        bucket=bucket,
+        prefix=prefix,
+        run_id=run_id,
+        results_bucket=results_bucket,
+        results_prefix=results_prefix,
+        table=table,
+        max_listers=_int(event, "max_listers", DEFAULT_MAX_LISTERS, 1, 1000),
+        streams=_int(event, "streams", DEFAULT_STREAMS, 1, 64),
+        lease_seconds=float(lease),
+        checkpoint_pages=_int(event, "checkpoint_pages", DEFAULT_CHECKPOINT_PAGES, 1, 10_000),
+        stats_depth=_int(event, "stats_depth", 1, 1, 16),
+        audit=audit,
+        max_launches=_int(event, "max_launches", DEFAULT_MAX_LAUNCHES, 1, 1000),
+        launch_timeout_seconds=int(lister_timeout_s) + 120,
+        stop_margin_seconds=min(DEFAULT_STOP_MARGIN_S, max(5.0, lister_timeout_s / 4)),
+        started=started,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# The store: one DynamoDB table
+# --------------------------------------------------------------------------------------------------
+
+
+def _s(v: str | None) -> dict[str, Any]:
+    return {"NULL": True} if v is None else {"S": v}
+
+
+def _n(v: int | float) -> dict[str, str]:
+    return {"N": str(int(v))}
+
+
+def _plain(av: dict[str, Any]) -> Any:
+    """A DynamoDB attribute value as plain Python (numbers as int)."""
+    from boto3.dynamodb.types import TypeDeserializer
+
+    v = TypeDeserializer().deserialize(av)
+    return _ints(v)
+
+
+def _ints(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return int(v)
+    if isinstance(v, list):
+        return [_ints(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _ints(x) for k, x in v.items()}
+    return v
+
+
+def _item(raw: dict[str, Any]) -> dict[str, Any]:
+    return {k: _plain(v) for k, v in raw.items()}
+
+
+def _conditional_failed(err: Exception) -> bool:
+    from botocore.exceptions import ClientError
+
+    if not isinstance(err, ClientError):
+        return False
+    code = err.response.get("Error", {}).get("Code")
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code == "TransactionCanceledException":
+        reasons = err.response.get("CancellationReasons") or []
+        return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
+    return False
+
+
+def _shard(range_id: str, n: int) -> int:
+    return int(hashlib.md5(range_id.encode(), usedforsecurity=False).hexdigest()[:8], 16) % n
+
+
+@dataclass
+class Lease:
+    id: str
+    start_after: str | None
+    end: str | None
+    owner: str
+    lease_until: int
+    checkpoint: str | None = None
+    objects: int = 0
+    bytes: int = 0
+    requests: int = 0
+    retries: int = 0
+    state: str = "leased"
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    stats: list[str] = field(default_factory=list)
+    given: int = 0
+
+    @classmethod
+    def from_item(cls, it: dict[str, Any]) -> Lease:
+        return cls(
+            id=str(it["sk"]),
+            start_after=it.get("start_after"),
+            end=it.get("end"),
+            owner=str(it.get("owner", "")),
+            lease_until=int(it.get("lease_until", 0)),
+            checkpoint=it.get("checkpoint"),
+            objects=int(it.get("objects", 0)),
+            bytes=int(it.get("bytes", 0)),
+            requests=int(it.get("requests", 0)),
+            retries=int(it.get("retries", 0)),
+            state=str(it.get("state", "leased")),
+            parts=list(it.get("parts") or []),
+            stats=list(it.get("stats") or []),
+            given=int(it.get("given", 0)),
+        )
+
+    def result(self) -> ShardResult:
+        return ShardResult(
+            range=KeyRange(id=self.id, start_after=self.start_after, end=self.end),
+            objects=self.objects,
+            bytes=self.bytes,
+            list_requests=self.requests,
+            retries=self.retries,
+            done=True,
+            parts=[PartFile(key=p["key"], size=p["size"], md5=p["md5"], rows=p["rows"]) for p in self.parts],
+            given=self.given,
+        )
+
+
+@dataclass
+class Segment:
+    """What one checkpoint commits: parts, a stats sidecar and the counters for exactly those rows."""
+
+    checkpoint: str | None
+    parts: list[PartFile] = field(default_factory=list)
+    stats_key: str | None = None
+    objects: int = 0
+    bytes: int = 0
+    requests: int = 0
+    retries: int = 0
+
+    def update_values(self) -> tuple[str, dict[str, Any]]:
+        expr = (
+            "SET parts = list_append(parts, :parts), stats = list_append(stats, :stats) "
+            "ADD objects :o, #b :b, requests :rq, retries :rt"
+        )
+        values = {
+            ":parts": {"L": [{"M": {k: _av(v) for k, v in p.to_dict().items()}} for p in self.parts]},
+            ":stats": {"L": [{"S": self.stats_key}] if self.stats_key else []},
+            ":o": _n(self.objects),
+            ":b": _n(self.bytes),
+            ":rq": _n(self.requests),
+            ":rt": _n(self.retries),
+        }
+        if self.checkpoint is not None:
+            expr = expr.replace("SET ", "SET checkpoint = :ck, ", 1)
+            values[":ck"] = {"S": self.checkpoint}
+        return expr, values
+
+
+def _av(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"BOOL": v}
+    if isinstance(v, int):
+        return _n(v)
+    return _s(v)
+
+
+class FleetStore:
+    """The run's items in DynamoDB; ``clock`` (seconds since the epoch) is injectable for tests."""
+
+    def __init__(self, ddb: Any, table: str, run_id: str, clock: Clock = time.time) -> None:
+        self.ddb = ddb
+        self.table = table
+        self.run = run_id
+        self.clock = clock
+
+    # keys
+    @property
+    def meta_key(self) -> dict[str, Any]:
+        return {"pk": {"S": f"run#{self.run}"}, "sk": {"S": "meta"}}
+
+    def open_pk(self, shard: int) -> str:
+        return f"run#{self.run}#open#{shard}"
+
+    @property
+    def lease_pk(self) -> str:
+        return f"run#{self.run}#lease"
+
+    @property
+    def hunger_pk(self) -> str:
+        return f"run#{self.run}#hunger"
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _expires(self) -> dict[str, str]:
+        return _n(self.clock() + RUN_TTL_S)
+
+    def _open_put(self, r: KeyRange) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": {
+                    "pk": {"S": self.open_pk(_shard(r.id, OPEN_SHARDS))},
+                    "sk": {"S": r.id},
+                    "start_after": _s(r.start_after),
+                    "end": _s(r.end),
+                    "expires": self._expires(),
+                },
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _lease_key(self, range_id: str) -> dict[str, Any]:
+        return {"pk": {"S": self.lease_pk}, "sk": {"S": range_id}}
+
+    # meta
+    def meta(self) -> dict[str, Any] | None:
+        got = self.ddb.get_item(TableName=self.table, Key=self.meta_key, ConsistentRead=True).get("Item")
+        return _item(got) if got else None
+
+    def create(self, token: str, seeds: Sequence[KeyRange], started: str) -> bool:
+        """Meta item and the seed ranges, atomically; False if the run exists already."""
+        items = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        **self.meta_key,
+                        "task_token": {"S": token},
+                        "generation": _n(1),
+                        "outstanding": _n(len(seeds)),
+                        "seeds": _n(len(seeds)),
+                        "live": _n(0),
+                        "orphan_requests": _n(0),
+                        "started": {"S": started},
+                        "expires": self._expires(),
+                    },
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            *(self._open_put(r) for r in seeds),
+        ]
+        try:
+            self.ddb.transact_write_items(TransactItems=items)
+            return True
+        except Exception as err:
+            if _conditional_failed(err):
+                return False
+            raise
+
+    def relaunch(self, token: str) -> int:
+        """A new launch of an existing run: its token, generation + 1 (returned)."""
+        got = self.ddb.update_item(
+            TableName=self.table,
+            Key=self.meta_key,
+            UpdateExpression="SET task_token = :t ADD generation :one",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":t": {"S": token}, ":one": _n(1)},
+            ReturnValues="ALL_NEW",
+        )
+        return int(_item(got["Attributes"])["generation"])
+
+    def add_meta(self, name: str, delta: int) -> dict[str, Any]:
+        got = self.ddb.update_item(
+            TableName=self.table,
+            Key=self.meta_key,
+            UpdateExpression="ADD #a :d",
+            ExpressionAttributeNames={"#a": name},
+            ExpressionAttributeValues={":d": _n(delta)},
+            ReturnValues="ALL_NEW",
+        )
+        return _item(got["Attributes"])
+
+    def claim_notify(self) -> str | None:
+        """The task token to report completion with, to exactly one caller per launch (None: not yours)."""
+        try:
+            got = self.ddb.update_item(
+                TableName=self.table,
+                Key=self.meta_key,
+                UpdateExpression="SET notified = task_token",
+                ConditionExpression=(
+                    "outstanding = :zero AND (attribute_not_exists(notified) OR notified <> task_token)"
+                ),
+                ExpressionAttributeValues={":zero": _n(0)},
+                ReturnValues="ALL_NEW",
+            )
+        except Exception as err:
+            if _conditional_failed(err):
+                return None
+            raise
+        return str(_item(got["Attributes"])["task_token"])
+
+    def record_error(self, message: str) -> str | None:
+        """Record a run-wide error once; the token to fail the launch with (None: already recorded)."""
+        try:
+            got = self.ddb.update_item(
+                TableName=self.table,
+                Key=self.meta_key,
+                UpdateExpression="SET #e = :m",
+                ConditionExpression="attribute_not_exists(#e)",
+                ExpressionAttributeNames={"#e": "error"},
+                ExpressionAttributeValues={":m": {"S": message[:2000]}},
+                ReturnValues="ALL_NEW",
+            )
+        except Exception as err:
+            if _conditional_failed(err):
+                return None
+            raise
+        return str(_item(got["Attributes"])["task_token"])
+
+    # open ranges
+    def open_ranges(self, shard: int, limit: int) -> list[KeyRange]:
+        got = self.ddb.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": self.open_pk(shard)}},
+            Limit=limit,
+            ConsistentRead=True,
+        )
+        out = []
+        for raw in got.get("Items", []):
+            it = _item(raw)
+            out.append(KeyRange(id=str(it["sk"]), start_after=it.get("start_after"), end=it.get("end")))
+        return out
+
+    def claim(self, r: KeyRange, owner: str, lease_s: float) -> Lease | None:
+        lease = Lease(r.id, r.start_after, r.end, owner, self.now_ms() + int(lease_s * 1000))
+        try:
+            self.ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Delete": {
+                            "TableName": self.table,
+                            "Key": {"pk": {"S": self.open_pk(_shard(r.id, OPEN_SHARDS))}, "sk": {"S": r.id}},
+                            "ConditionExpression": "attribute_exists(pk)",
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": {
+                                **self._lease_key(r.id),
+                                "start_after": _s(r.start_after),
+                                "end": _s(r.end),
+                                "owner": {"S": owner},
+                                "lease_until": _n(lease.lease_until),
+                                "checkpoint": _s(None),
+                                "parts": {"L": []},
+                                "stats": {"L": []},
+                                "objects": _n(0),
+                                "bytes": _n(0),
+                                "requests": _n(0),
+                                "retries": _n(0),
+                                "given": _n(0),
+                                "state": {"S": "leased"},
+                                "expires": self._expires(),
+                            },
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+        except Exception as err:
+            if _conditional_failed(err):
+                return None
+            raise
+        return lease
+
+    # leases
+    def leases(self, *, expired_only: bool = False) -> list[Lease]:
+        kw: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :p",
+            "ExpressionAttributeValues": {":p": {"S": self.lease_pk}},
+            "ConsistentRead": True,
+        }
+        if expired_only:
+            kw["FilterExpression"] = "#s = :leased AND lease_until < :now"
+            kw["ExpressionAttributeNames"] = {"#s": "state"}
+            kw["ExpressionAttributeValues"].update({":leased": {"S": "leased"}, ":now": _n(self.now_ms())})
+            kw["ProjectionExpression"] = "pk, sk, start_after, #e, #o, lease_until, checkpoint, #s"
+            kw["ExpressionAttributeNames"].update({"#e": "end", "#o": "owner"})
+        out: list[Lease] = []
+        while True:
+            got = self.ddb.query(**kw)
+            out += [Lease.from_item(_item(raw)) for raw in got.get("Items", [])]
+            if not got.get("LastEvaluatedKey"):
+                return out
+            kw["ExclusiveStartKey"] = got["LastEvaluatedKey"]
+
+    def takeover(self, seen: Lease, owner: str, lease_s: float) -> Lease | None:
+        try:
+            got = self.ddb.update_item(
+                TableName=self.table,
+                Key=self._lease_key(seen.id),
+                UpdateExpression="SET #o = :me, lease_until = :until",
+                ConditionExpression="lease_until = :seen AND #s = :leased",
+                ExpressionAttributeNames={"#o": "owner", "#s": "state"},
+                ExpressionAttributeValues={
+                    ":me": {"S": owner},
+                    ":until": _n(self.now_ms() + int(lease_s * 1000)),
+                    ":seen": _n(seen.lease_until),
+                    ":leased": {"S": "leased"},
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except Exception as err:
+            if _conditional_failed(err):
+                return None
+            raise
+        return Lease.from_item(_item(got["Attributes"]))
+
+    def _owned(self, lease: Lease) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        return (
+            "#o = :me AND #s = :leased",
+            {"#o": "owner", "#s": "state"},
+            {":me": {"S": lease.owner}, ":leased": {"S": "leased"}},
+        )
+
+    def renew(self, lease: Lease, lease_s: float) -> None:
+        cond, names, values = self._owned(lease)
+        try:
+            self.ddb.update_item(
+                TableName=self.table,
+                Key=self._lease_key(lease.id),
+                UpdateExpression="SET lease_until = :until",
+                ConditionExpression=cond,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues={**values, ":until": _n(self.now_ms() + int(lease_s * 1000))},
+            )
+        except Exception as err:
+            if _conditional_failed(err):
+                raise LeaseLost(lease.id) from err
+            raise
+
+    def checkpoint(self, lease: Lease, seg: Segment, lease_s: float) -> None:
+        cond, names, values = self._owned(lease)
+        expr, seg_values = seg.update_values()
+        expr = expr.replace("SET ", "SET lease_until = :until, ", 1)
+        names["#b"] = "bytes"
+        try:
+            self.ddb.update_item(
+                TableName=self.table,
+                Key=self._lease_key(lease.id),
+                UpdateExpression=expr,
+                ConditionExpression=cond,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues={
+                    **values,
+                    **seg_values,
+                    ":until": _n(self.now_ms() + int(lease_s * 1000)),
+                },
+            )
+        except Exception as err:
+            if _conditional_failed(err):
+                raise LeaseLost(lease.id) from err
+            raise
+
+    def _transact(self, lease: Lease, items: list[dict[str, Any]]) -> None:
+        try:
+            self.ddb.transact_write_items(TransactItems=items)
+        except Exception as err:
+            if _conditional_failed(err):
+                raise LeaseLost(lease.id) from err
+            raise
+
+    def _lease_update(
+        self, lease: Lease, expr: str, names: dict[str, str], values: dict[str, Any]
+    ) -> dict[str, Any]:
+        cond, n0, v0 = self._owned(lease)
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._lease_key(lease.id),
+                "UpdateExpression": expr,
+                "ConditionExpression": cond,
+                "ExpressionAttributeNames": {**n0, **names},
+                "ExpressionAttributeValues": {**v0, **values},
+            }
+        }
+
+    def _meta_add(self, name: str, delta: int) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self.meta_key,
+                "UpdateExpression": "ADD #a :d",
+                "ExpressionAttributeNames": {"#a": name},
+                "ExpressionAttributeValues": {":d": _n(delta)},
+            }
+        }
+
+    def donate(self, lease: Lease, pieces: Sequence[KeyRange]) -> None:
+        """Lower the lease's end to the first piece's start and open the pieces, atomically."""
+        self._transact(
+            lease,
+            [
+                self._lease_update(
+                    lease,
+                    "SET #e = :cut ADD given :g",
+                    {"#e": "end"},
+                    {":cut": _s(pieces[0].start_after), ":g": _n(len(pieces))},
+                ),
+                *(self._open_put(p) for p in pieces),
+                self._meta_add("outstanding", len(pieces)),
+            ],
+        )
+        lease.end = pieces[0].start_after
+
+    def finish(self, lease: Lease, seg: Segment) -> None:
+        expr, values = seg.update_values()
+        expr = expr.replace("SET ", "SET #s = :done, ", 1)
+        self._transact(
+            lease,
+            [
+                self._lease_update(lease, expr, {"#b": "bytes"}, {**values, ":done": {"S": "done"}}),
+                self._meta_add("outstanding", -1),
+            ],
+        )
+
+    def stop_at(self, lease: Lease, seg: Segment, checkpoint: str, remainder: KeyRange) -> None:
+        """Deadline: the listed piece is done with end = checkpoint; (checkpoint, end] is open again."""
+        expr, values = seg.update_values()
+        expr = expr.replace("SET ", "SET #s = :done, #e = :ck2, ", 1)
+        self._transact(
+            lease,
+            [
+                self._lease_update(
+                    lease,
+                    expr,
+                    {"#b": "bytes", "#e": "end"},
+                    {**values, ":done": {"S": "done"}, ":ck2": {"S": checkpoint}},
+                ),
+                self._open_put(remainder),
+            ],
+        )
+
+    def release(self, lease: Lease, extra_requests: int) -> None:
+        """Nothing listed: give the range back as it was (outstanding unchanged)."""
+        cond, names, values = self._owned(lease)
+        self._transact(
+            lease,
+            [
+                {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": self._lease_key(lease.id),
+                        "ConditionExpression": cond,
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": values,
+                    }
+                },
+                self._open_put(KeyRange(id=lease.id, start_after=lease.start_after, end=lease.end)),
+                self._meta_add("orphan_requests", extra_requests),
+            ],
+        )
+
+    # hunger
+    def hunger(self) -> int:
+        keys = [{"pk": {"S": self.hunger_pk}, "sk": {"S": str(s)}} for s in range(HUNGER_SHARDS)]
+        got = self.ddb.batch_get_item(RequestItems={self.table: {"Keys": keys}})
+        total = sum(int(_item(raw).get("n", 0)) for raw in got.get("Responses", {}).get(self.table, []))
+        return max(0, total)
+
+    def add_hunger(self, shard: int, delta: int) -> None:
+        self.ddb.update_item(
+            TableName=self.table,
+            Key={"pk": {"S": self.hunger_pk}, "sk": {"S": str(shard)}},
+            UpdateExpression="ADD n :d SET expires = :x",
+            ExpressionAttributeValues={":d": _n(delta), ":x": self._expires()},
+        )
+
+
+def send_result(sfn: Any, token: str, output: dict[str, Any]) -> bool:
+    """SendTaskSuccess, ignoring a token that is no longer waiting (someone already answered, or timed out)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        sfn.send_task_success(taskToken=token, output=json.dumps(output))
+        return True
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist"):
+            return False
+        raise
+
+
+def send_failure(sfn: Any, token: str, error: str, cause: str) -> None:
+    from botocore.exceptions import ClientError
+
+    try:
+        sfn.send_task_failure(taskToken=token, error=error, cause=cause[:32_000])
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") not in (
+            "TaskTimedOut",
+            "InvalidToken",
+            "TaskDoesNotExist",
+        ):
+            raise
+
+
+def notify_if_done(store: FleetStore, sfn: Any) -> bool:
+    token = store.claim_notify()
+    if token is None:
+        return False
+    send_result(sfn, token, {"done": True})
+    return True
+
+
+# --------------------------------------------------------------------------------------------------
+# Launch
+# --------------------------------------------------------------------------------------------------
+
+
+def _previous_ranges(s3: Any, cfg: FleetConfig) -> list[dict[str, Any]] | None:
+    from botocore.exceptions import ClientError
+
+    try:
+        latest = json.loads(s3.get_object(Bucket=cfg.results_bucket, Key=cfg.latest_key)["Body"].read())
+        prev = S3Store(s3, cfg.results_bucket, latest["root"])
+        rows: list[dict[str, Any]] = json.loads(prev.get_bytes("ranges.json"))
+        return rows
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None
+        raise
+
+
+def launch(
+    *,
+    s3: Any,
+    ddb: Any,
+    sfn: Any,
+    lam: Any,
+    cfg: FleetConfig,
+    token: str,
+    lister_function: str,
+    clock: Clock = time.time,
+) -> dict[str, Any]:
+    """Start (or restart) the fleet of a run: meta + seed ranges once, then ``max_listers`` async listers."""
+    store = FleetStore(ddb, cfg.table, cfg.run_id, clock)
+    seeds = [KeyRange(id="r0")]
+    if cfg.audit:
+        hints = _previous_ranges(s3, cfg)
+        if hints:
+            seeds = seeds_from_hints(hints, min(MAX_PIECES, cfg.max_listers * cfg.streams))
+    if store.create(token, seeds, cfg.started):
+        generation = 1
+    else:
+        generation = store.relaunch(token)
+        meta = store.meta() or {}
+        if meta.get("error"):
+            raise BucketError(str(meta["error"]))
+        if generation > cfg.max_launches:
+            raise IncompleteInventoryError(
+                f"the fleet was launched {cfg.max_launches} times and {meta.get('outstanding')} ranges are "
+                "still not listed"
+            )
+    if notify_if_done(store, sfn):
+        return {"generation": generation, "listers": 0, "seeds": len(seeds)}
+    event = {"config": cfg.to_dict(), "generation": generation}
+    for i in range(cfg.max_listers):
+        lam.invoke(
+            FunctionName=lister_function,
+            InvocationType="Event",
+            Payload=json.dumps({**event, "lister": i}).encode(),
+        )
+    return {"generation": generation, "listers": cfg.max_listers, "seeds": len(seeds)}
+
+
+# --------------------------------------------------------------------------------------------------
+# The lister
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ListerOptions:
+    """Knobs of one lister; tests shorten the intervals and inject faults."""
+
+    scan_interval_s: float = 0.25  # at most one scan of open ranges / expired leases per lister per interval
+    idle_wait_s: float = 0.1
+    hunger_poll_s: float = 0.5
+    heartbeat_s: float | None = None  # default: lease / 3
+    listing: ListOptions = field(default_factory=lambda: ListOptions(page_size=PAGE_SIZE))
+    after_page: Callable[[str, int], None] | None = None  # (lister id, pages so far): fault injection
+
+
+class _Throttle:
+    """AIMD over the lister's active streams: halve on a retried request, +1 per clean second."""
+
+    def __init__(self, streams: int) -> None:
+        self.max = streams
+        self.allowed = streams
+        self.lock = threading.Lock()
+        self.last = time.monotonic()
+        self.throttles = 0
+
+    def throttled(self) -> None:
+        with self.lock:
+            self.allowed = max(1, self.allowed // 2)
+            self.last = time.monotonic()
+            self.throttles += 1
+
+    def limit(self) -> int:
+        with self.lock:
+            now = time.monotonic()
+            if self.allowed < self.max and now - self.last >= 1.0:
+                self.allowed = min(self.max, self.allowed + int(now - self.last))
+                self.last = now
+            return self.allowed
+
+
+class _Sink:
+    """A stream's Writer and Stats for ``list_range``: one segment (part writer + stats) per checkpoint."""
+
+    def __init__(self, stream: _Stream) -> None:
+        self.stream = stream
+
+    @property
+    def objects(self) -> int:
+        return self.stream.objects
+
+    @objects.setter
+    def objects(self, value: int) -> None:
+        self.stream.objects = value
+
+    @property
+    def bytes(self) -> int:
+        return self.stream.bytes
+
+    @bytes.setter
+    def bytes(self, value: int) -> None:
+        self.stream.bytes = value
+
+    # Writer
+    def add_page(self, objects: Any) -> None:
+        self.stream.add_page(objects)
+
+    def close(self) -> list[PartFile]:
+        return []
+
+    def abort(self) -> None:
+        self.stream.abort_segment()
+
+
+class _StatsSink(_Sink):
+    def add_page(self, objects: Any) -> None:
+        self.stream.stats_page(objects)
+
+
+class _Stream:
+    """One stream's work on one lease: segments, checkpoints, the final commit."""
+
+    def __init__(self, lister: Lister, index: int, lease: Lease) -> None:
+        self.lister = lister
+        self.index = index
+        self.lease = lease
+        self.tag = uuid.uuid4().hex[:8]
+        self.seq = 0
+        self.objects = 0
+        self.bytes = 0
+        self.pages = 0
+        self.counter = RequestCounter()
+        self.committed_requests = 0
+        self.committed_retries = 0
+        self.seen_retries = 0
+        self.last_key: str | None = lease.checkpoint
+        self._new_segment()
+
+    def _new_segment(self) -> None:
+        cfg = self.lister.cfg
+        opts = self.lister.options.listing
+        self.seg_name = f"{self.lease.id}-{self.tag}-{self.seq:04d}"
+        self.seq += 1
+        self.writer = PartWriter(
+            self.lister.out,
+            cfg.bucket,
+            self.seg_name,
+            row_group_rows=opts.row_group_rows,
+            part_rows=opts.part_rows,
+            tmpdir=opts.tmpdir,
+        )
+        self.seg_stats = InventoryStats(prefix=cfg.prefix, depth=cfg.stats_depth, now=self.lister.started)
+        self.seg_pages = 0
+
+    def add_page(self, objects: Any) -> None:
+        page = as_page(objects)
+        if len(page):
+            self.last_key = page.keys[-1]
+        self.writer.add_page(objects)
+
+    def stats_page(self, objects: Any) -> None:
+        before_o, before_b = self.seg_stats.objects, self.seg_stats.bytes
+        self.seg_stats.add_page(objects)
+        self.objects += self.seg_stats.objects - before_o
+        self.bytes += self.seg_stats.bytes - before_b
+
+    def abort_segment(self) -> None:
+        self.writer.abort()
+
+    def close_segment(self) -> Segment:
+        """Close the segment's parts and write its sidecar; the next segment starts empty."""
+        parts = self.writer.close()
+        seg = Segment(checkpoint=self.last_key, parts=parts)
+        if self.seg_stats.objects:
+            seg.stats_key = f"stats/{self.seg_name}.json"
+            self.lister.out.put_bytes(seg.stats_key, json.dumps(self.seg_stats.to_dict()).encode())
+        seg.objects, seg.bytes = self.seg_stats.objects, self.seg_stats.bytes
+        seg.requests = self.counter.requests - self.committed_requests
+        seg.retries = self.counter.retries - self.committed_retries
+        self.committed_requests, self.committed_retries = self.counter.requests, self.counter.retries
+        self._new_segment()
+        return seg
+
+    def uncommitted_requests(self) -> int:
+        return self.counter.requests - self.committed_requests
+
+    # callbacks of list_range
+    def on_page(self, _objects: int, _bytes: int) -> None:
+        self.pages += 1
+        self.seg_pages += 1
+        if self.lister.options.after_page is not None:
+            self.lister.options.after_page(self.lister.owner, self.lister.pages_inc())
+        else:
+            self.lister.pages_inc()
+        if self.seg_pages >= self.lister.cfg.checkpoint_pages:
+            self.lister.store.checkpoint(self.lease, self.close_segment(), self.lister.cfg.lease_seconds)
+
+    def should_stop(self) -> bool:
+        lister = self.lister
+        if lister.failed.is_set():
+            raise _Abandon()
+        if self.lease.id in lister.lost:
+            raise LeaseLost(self.lease.id)
+        if self.counter.retries > self.seen_retries:
+            self.seen_retries = self.counter.retries
+            lister.throttle.throttled()
+        while self.index >= lister.throttle.limit() and not lister.near_deadline():
+            if lister.failed.is_set():
+                raise _Abandon()
+            time.sleep(0.05)
+        return lister.near_deadline()
+
+    def give(self, pieces: Sequence[KeyRange]) -> None:
+        self.lister.give(self, pieces)
+
+
+class Lister:
+    """One lister invocation: ``cfg.streams`` streams, a heartbeat, and the store."""
+
+    def __init__(
+        self,
+        *,
+        s3: Any,
+        ddb: Any,
+        sfn: Any,
+        cfg: FleetConfig,
+        generation: int,
+        remaining_ms: Callable[[], int],
+        clock: Clock = time.time,
+        options: ListerOptions | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.s3 = s3
+        self.sfn = sfn
+        self.cfg = cfg
+        self.generation = generation
+        self.remaining_ms = remaining_ms
+        self.options = options or ListerOptions()
+        self.store = FleetStore(ddb, cfg.table, cfg.run_id, clock)
+        self.out = cfg.store(s3)
+        self.owner = owner or uuid.uuid4().hex
+        self.started = (
+            datetime.fromisoformat(cfg.started.replace("Z", "+00:00")) if cfg.started else datetime.now(UTC)
+        )
+        self.throttle = _Throttle(cfg.streams)
+        self.failed = threading.Event()
+        self.finished = threading.Event()
+        self.lost: set[str] = set()
+        self._cv = threading.Condition()
+        self._queue: deque[KeyRange] = deque()
+        self._idle = 0
+        self._active: dict[int, Lease] = {}
+        self._scan_lock = threading.Lock()
+        self._last_scan = 0.0
+        self._hungry_shard: int | None = None
+        self._hunger_lock = threading.Lock()
+        self._scan_every = self.options.scan_interval_s
+        self._last_lease_scan = 0.0
+        self._hunger_seen = 0
+        self._hunger_served = 0
+        self._hunger_at = 0.0
+        self._ids = 0
+        self._pages = 0
+        self.errors: list[BaseException] = []
+        self.ranges_done = 0
+        self.given = 0
+
+    # small shared counters
+    def pages_inc(self) -> int:
+        with self._cv:
+            self._pages += 1
+            return self._pages
+
+    def new_id(self) -> str:
+        with self._cv:
+            self._ids += 1
+            return f"{self.owner[:12]}-{self._ids}"
+
+    def _holder(self) -> str:
+        """The owner written into a lease: unique per acquisition, so that two streams (of this lister or
+        another) can never both pass an ``owner = me`` condition on the same range."""
+        return f"{self.owner}:{uuid.uuid4().hex[:12]}"
+
+    def near_deadline(self) -> bool:
+        return self.remaining_ms() < self.cfg.stop_margin_seconds * 1000
+
+    # wanted / give (the LocalPool protocol, plus remote hunger)
+    def wanted(self) -> int:
+        with self._cv:
+            local = self._idle - len(self._queue)
+        with self._hunger_lock:
+            now = time.monotonic()
+            if now - self._hunger_at >= self.options.hunger_poll_s:
+                self._hunger_at = now
+                total = self.store.hunger()
+                self._hunger_seen = max(0, total - (1 if self._hungry_shard is not None else 0))
+                self._hunger_served = 0
+            remote = max(0, self._hunger_seen - self._hunger_served)
+        return max(0, local) + remote
+
+    def give(self, stream: _Stream, pieces: Sequence[KeyRange]) -> None:
+        self.store.donate(stream.lease, pieces)
+        self.given += len(pieces)
+        with self._cv:
+            local = max(0, self._idle - len(self._queue))
+            self._queue.extend(pieces)
+            self._cv.notify(len(pieces))
+        with self._hunger_lock:
+            self._hunger_served += max(0, len(pieces) - local)
+
+    # acquiring work
+    def _set_hungry(self, hungry: bool) -> None:
+        with self._hunger_lock:
+            if hungry and self._hungry_shard is None:
+                self._hungry_shard = random.randrange(HUNGER_SHARDS)
+                self.store.add_hunger(self._hungry_shard, 1)
+            elif not hungry and self._hungry_shard is not None:
+                shard, self._hungry_shard = self._hungry_shard, None
+                self.store.add_hunger(shard, -1)
+
+    def _claim_queued(self) -> Lease | None:
+        while True:
+            with self._cv:
+                if not self._queue:
+                    return None
+                r = self._queue.popleft()
+            lease = self.store.claim(r, self._holder(), self.cfg.lease_seconds)
+            if lease is not None:
+                return lease
+
+    def _scan(self) -> Lease | None:
+        """Open ranges first (a random shard order), then expired leases; sets ``finished`` when none remain."""
+        shards = list(range(OPEN_SHARDS))
+        random.shuffle(shards)
+        for s in shards:
+            found = self.store.open_ranges(s, limit=self.cfg.streams)
+            if found:
+                random.shuffle(found)
+                with self._cv:
+                    known = {r.id for r in self._queue}
+                    self._queue.extend(r for r in found if r.id not in known)
+                lease = self._claim_queued()
+                if lease is not None:
+                    return lease
+        now = time.monotonic()
+        if now - self._last_lease_scan >= self.cfg.lease_seconds / 4:
+            self._last_lease_scan = now
+            for seen in self.store.leases(expired_only=True):
+                if seen.owner.startswith(self.owner + ":"):
+                    continue  # one of this lister's own streams holds it (and renews it)
+                taken = self.store.takeover(seen, self._holder(), self.cfg.lease_seconds)
+                if taken is not None:
+                    return taken
+        meta = self.store.meta()
+        if meta is None or int(meta.get("outstanding", 0)) <= 0 or meta.get("error"):
+            self.finished.set()
+        return None
+
+    def acquire(self) -> Lease | None:
+        with self._cv:
+            self._idle += 1
+        try:
+            lease = self._claim_queued()
+            if lease is None and self._scan_lock.acquire(blocking=False):
+                try:
+                    if time.monotonic() - self._last_scan >= self._scan_every:
+                        self._last_scan = time.monotonic()
+                        lease = self._scan()
+                        # back off while there is nothing to find (up to 8x), at once back when there is
+                        found = lease is not None
+                        self._scan_every = (
+                            self.options.scan_interval_s
+                            if found
+                            else min(8 * self.options.scan_interval_s, 2 * self._scan_every)
+                        )
+                finally:
+                    self._scan_lock.release()
+            if lease is not None:
+                with self._cv:
+                    last_idle = self._idle <= 1
+                if last_idle:
+                    self._set_hungry(False)
+                return lease
+            if not self.finished.is_set():
+                self._set_hungry(True)
+                with self._cv:
+                    if not self._queue:
+                        self._cv.wait(self.options.idle_wait_s)
+            return None
+        finally:
+            with self._cv:
+                self._idle -= 1
+
+    # one stream
+    def _stream(self, index: int) -> None:
+        while not (self.finished.is_set() or self.near_deadline()):
+            if self.failed.is_set():
+                raise _Abandon()
+            lease = self.acquire()
+            if lease is None:
+                continue
+            with self._cv:
+                self._active[index] = lease
+            try:
+                self._list(index, lease)
+            finally:
+                with self._cv:
+                    self._active.pop(index, None)
+
+    def _list(self, index: int, lease: Lease) -> None:
+        st = _Stream(self, index, lease)
+        resume = lease.checkpoint if lease.checkpoint is not None else lease.start_after
+        rng = KeyRange(id=lease.id, start_after=resume, end=lease.end)
+        try:
+            res = list_range(
+                self.s3,
+                self.cfg.bucket,
+                self.cfg.prefix,
+                rng,
+                writer=_Sink(st),
+                stats=_StatsSink(st),
+                counter=st.counter,
+                wanted=self.wanted,
+                give=st.give,
+                new_id=self.new_id,
+                should_stop=st.should_stop,
+                options=self.options.listing,
+                on_page=st.on_page,
+            )
+        except LeaseLost:
+            st.abort_segment()
+            self.store.add_meta("orphan_requests", st.uncommitted_requests())
+            return
+        seg = st.close_segment()
+        try:
+            if res.done:
+                self.store.finish(lease, seg)
+                self.ranges_done += 1
+                notify_if_done(self.store, self.sfn)
+            elif st.last_key is None or st.last_key == lease.start_after:
+                self.store.release(lease, seg.requests)
+            else:
+                remainder = KeyRange(id=self.new_id(), start_after=st.last_key, end=lease.end)
+                self.store.stop_at(lease, seg, st.last_key, remainder)
+        except LeaseLost:
+            self.store.add_meta("orphan_requests", seg.requests)
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        every = self.options.heartbeat_s or self.cfg.lease_seconds / 3
+        while not stop.wait(every):
+            with self._cv:
+                held = list(self._active.values())
+            for lease in held:
+                try:
+                    self.store.renew(lease, self.cfg.lease_seconds)
+                except LeaseLost:
+                    self.lost.add(lease.id)
+
+    def run(self) -> dict[str, Any]:
+        self.store.add_meta("live", 1)
+        stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(stop,), name="heartbeat", daemon=True)
+        beat.start()
+        try:
+            with ThreadPoolExecutor(max_workers=self.cfg.streams, thread_name_prefix="stream") as ex:
+                futures = [ex.submit(self._guarded, i) for i in range(self.cfg.streams)]
+                for f in futures:
+                    f.result()
+        finally:
+            stop.set()
+        if self.errors:
+            err = self.errors[0]
+            if isinstance(err, BucketError):
+                token = self.store.record_error(str(err))
+                if token is not None:
+                    send_failure(self.sfn, token, type(err).__name__, str(err))
+            raise err  # a crash: no cleanup, the leases expire and are taken over
+        self._set_hungry(False)
+        meta = self.store.add_meta("live", -1)
+        if (
+            int(meta.get("live", 0)) <= 0
+            and int(meta.get("outstanding", 0)) > 0
+            and int(meta.get("generation", 0)) == self.generation
+            and not meta.get("error")
+        ):
+            send_result(self.sfn, str(meta["task_token"]), {"done": False})
+        return {
+            "owner": self.owner,
+            "pages": self._pages,
+            "ranges_done": self.ranges_done,
+            "given": self.given,
+            "throttles": self.throttle.throttles,
+        }
+
+    def _guarded(self, index: int) -> None:
+        try:
+            self._stream(index)
+        except _Abandon:
+            pass
+        except BaseException as err:  # noqa: BLE001 - the first error ends the lister (re-raised in run)
+            with self._cv:
+                self.errors.append(err)
+            self.failed.set()
+
+
+def run_lister(
+    *,
+    s3: Any,
+    ddb: Any,
+    sfn: Any,
+    event: dict[str, Any],
+    remaining_ms: Callable[[], int],
+    clock: Clock = time.time,
+    options: ListerOptions | None = None,
+) -> dict[str, Any]:
+    """The lister Lambda's one call: ``event`` is what ``launch`` sent ({config, generation, lister})."""
+    cfg = FleetConfig.from_dict(event["config"])
+    lister = Lister(
+        s3=s3,
+        ddb=ddb,
+        sfn=sfn,
+        cfg=cfg,
+        generation=int(event.get("generation", 1)),
+        remaining_ms=remaining_ms,
+        clock=clock,
+        options=options,
+    )
+    return lister.run()
+
+
+# --------------------------------------------------------------------------------------------------
+# Reduce
+# --------------------------------------------------------------------------------------------------
+
+
+def _parallel(fn: Callable[[Any], Any], items: Sequence[Any], workers: int = 32) -> list[Any]:
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="reduce") as pool:
+        return list(pool.map(fn, items))
+
+
+def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time) -> dict[str, Any]:
+    """Every range done and the done pieces tile the key space; then manifest, summary, report."""
+    store = FleetStore(ddb, cfg.table, cfg.run_id, clock)
+    meta = store.meta()
+    if meta is None:
+        raise IncompleteInventoryError(f"run {cfg.run_id} has no fleet state")
+    leases = store.leases()
+    pending = [lease.id for lease in leases if lease.state != "done"]
+    if pending or int(meta.get("outstanding", 0)) != 0:
+        raise IncompleteInventoryError(
+            f"{int(meta.get('outstanding', 0))} range(s) not listed ({len(pending)} leased: {', '.join(pending[:10])})"
+        )
+    results = [lease.result() for lease in leases]
+    out = cfg.store(s3)
+    keys = [k for lease in leases for k in lease.stats]
+    started = datetime.fromisoformat(cfg.started.replace("Z", "+00:00")) if cfg.started else datetime.now(UTC)
+    merged = InventoryStats(prefix=cfg.prefix, depth=cfg.stats_depth, now=started)
+    for st in _parallel(lambda k: InventoryStats.from_dict(json.loads(out.get_bytes(k))), keys):
+        merged.merge(st)
+    if merged.objects != sum(r.objects for r in results):
+        raise IncompleteInventoryError(
+            f"statistics count {merged.objects} objects, the leases {sum(r.objects for r in results)}"
+        )
+    summary = finalize(
+        out,
+        bucket=cfg.bucket,
+        prefix=cfg.prefix,
+        seeds=[KeyRange(id=f"seed{i}") for i in range(int(meta.get("seeds", 1)))],
+        results=results,
+        stats=merged,
+        started=started,
+        destination_arn=f"arn:aws:s3:::{cfg.results_bucket}",
+        manifest_key_prefix=f"{cfg.root}/",
+        extra_requests=int(meta.get("orphan_requests", 0)),
+    )
+    s3.put_object(
+        Bucket=cfg.results_bucket,
+        Key=cfg.latest_key,
+        Body=json.dumps({"root": cfg.root, "finished": summary["finished"]}).encode(),
+    )
+    small = {
+        k: summary[k]
+        for k in (
+            "bucket",
+            "prefix",
+            "objects",
+            "bytes",
+            "list_requests",
+            "list_cost_usd",
+            "retries",
+            "seconds",
+        )
+    }
+    small["ranges_listed"] = summary["ranges_listed"]
+    small["launches"] = int(meta.get("generation", 1))
+    small["summary"] = f"s3://{cfg.results_bucket}/{cfg.root}/summary.json"
+    return small
+
+
+def done_pieces(leases: Iterable[Lease]) -> list[tuple[str | None, str | None]]:
+    """The (start_after, end] of every done lease, in key order (tests and debugging)."""
+    return sorted(
+        ((lease.start_after, lease.end) for lease in leases if lease.state == "done"),
+        key=lambda p: (p[0] is not None, p[0] or ""),
+    )

@@ -1,0 +1,319 @@
+"""The Lambda fleet's core against moto DynamoDB + S3: several listers in threads, coordinating through the table.
+
+Each test launches a run (meta + seed range), starts listers in threads as the launcher's asynchronous
+invokes would, waits for the completion callback, then reduces, and compares with brute force: exact
+totals and the exact key set of the Parquet parts named by the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pyarrow.parquet as pq
+import pytest
+from helpers import seed
+from hpcstage.inventory import fleet
+from hpcstage.inventory.lister import ListOptions
+from hpcstage.s3util import count_requests
+from moto import mock_aws
+
+TABLE = "fleet"
+RESULTS = "results"
+
+
+@dataclass
+class FakeSfn:
+    """Records task callbacks (moto's SendTaskSuccess needs a real waiting task: the system test has one)."""
+
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send_task_success(self, taskToken: str, output: str) -> None:  # noqa: N803 - boto3's names
+        out = json.loads(output)
+        with self.lock:
+            self.calls.append((taskToken, out))
+        if out.get("done"):
+            self.done.set()
+
+    def send_task_failure(self, taskToken: str, error: str, cause: str) -> None:  # noqa: N803
+        with self.lock:
+            self.calls.append((taskToken, {"error": error, "cause": cause}))
+        self.done.set()
+
+
+class FakeLambda:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> None:  # noqa: N803
+        assert InvocationType == "Event"
+        self.events.append(json.loads(Payload))
+
+
+class Clock:
+    """Real time plus an offset the test can advance (lease expiry without sleeping)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+@pytest.fixture
+def aws() -> Iterator[tuple[Any, Any]]:
+    from hpcstage.local import motopatch
+
+    # moto's DynamoDB is not thread-safe; the local runtime serialises its requests (motopatch "dynamodb")
+    before = motopatch.use_patches(("dynamodb",))
+    with mock_aws():
+        s3 = count_requests(boto3.client("s3", region_name="us-east-1"))
+        s3.create_bucket(Bucket="bkt")
+        s3.create_bucket(Bucket=RESULTS)
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ddb.create_table(
+            TableName=TABLE,
+            BillingMode="PAY_PER_REQUEST",
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+        )
+        yield s3, ddb
+    motopatch.use_patches(before)
+
+
+def config(prefix: str = "", **kw: Any) -> fleet.FleetConfig:
+    base: dict[str, Any] = {"bucket": "bkt", "prefix": prefix, "streams": 3, "checkpoint_pages": 2}
+    base.update(kw)
+    return fleet.validate_input(
+        base,
+        run_id=f"run-{uuid.uuid4().hex[:8]}",
+        started=datetime.now(UTC).isoformat(),
+        results_bucket=RESULTS,
+        table=TABLE,
+        lister_timeout_s=900,
+    )
+
+
+def fast_options(**kw: Any) -> fleet.ListerOptions:
+    return fleet.ListerOptions(
+        scan_interval_s=0.02, idle_wait_s=0.02, hunger_poll_s=0.05, listing=ListOptions(page_size=100), **kw
+    )
+
+
+def run_fleet(
+    s3: Any,
+    ddb: Any,
+    cfg: fleet.FleetConfig,
+    *,
+    listers: int = 3,
+    clock: Callable[[], float] = time.time,
+    options: Callable[[int], fleet.ListerOptions] = lambda i: fast_options(),
+    events: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] = lambda e: e,
+    on_started: Callable[[list[threading.Thread], dict[int, BaseException]], None] | None = None,
+    stagger: float = 0.0,
+) -> tuple[dict[str, Any], FakeSfn, dict[int, BaseException]]:
+    sfn, lam = FakeSfn(), FakeLambda()
+    cfg.max_listers = listers
+    fleet.launch(
+        s3=s3, ddb=ddb, sfn=sfn, lam=lam, cfg=cfg, token="tok-1", lister_function="lister", clock=clock
+    )
+    errors: dict[int, BaseException] = {}
+
+    def one(i: int, event: dict[str, Any]) -> None:
+        time.sleep(stagger * i)
+        try:
+            fleet.run_lister(
+                s3=s3,
+                ddb=ddb,
+                sfn=sfn,
+                event=event,
+                remaining_ms=lambda: 900_000,
+                clock=clock,
+                options=options(i),
+            )
+        except BaseException as err:  # noqa: BLE001 - recorded for the test to inspect
+            errors[i] = err
+
+    threads = [
+        threading.Thread(target=one, args=(i, e), daemon=True) for i, e in enumerate(events(lam.events))
+    ]
+    for t in threads:
+        t.start()
+    if on_started is not None:
+        on_started(threads, errors)
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "listers did not finish"
+    assert sfn.done.is_set(), ("no completion callback", sfn.calls, errors)
+    summary = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg, clock=clock)
+    return summary, sfn, errors
+
+
+def listed_keys(s3: Any, cfg: fleet.FleetConfig) -> list[str]:
+    manifest = json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/manifest.json")["Body"].read())
+    keys: list[str] = []
+    for f in manifest["files"]:
+        body = s3.get_object(Bucket=RESULTS, Key=f["key"])["Body"].read()
+        keys += pq.read_table(pa_buffer(body)).column("key").to_pylist()
+    return keys
+
+
+def pa_buffer(body: bytes) -> Any:
+    import pyarrow as pa
+
+    return pa.BufferReader(body)
+
+
+def expected(objects: dict[str, tuple[int, str]], prefix: str = "") -> tuple[list[str], int]:
+    keys = sorted((k for k in objects if k.startswith(prefix)), key=lambda k: k.encode())
+    return keys, sum(objects[k][0] for k in keys)
+
+
+def check_exact(s3: Any, cfg: fleet.FleetConfig, summary: dict[str, Any], objects: dict[str, Any]) -> None:
+    keys, total = expected(objects, cfg.prefix)
+    assert (summary["objects"], summary["bytes"]) == (len(keys), total)
+    got = listed_keys(s3, cfg)
+    assert len(got) == len(keys)  # no key twice
+    assert sorted(got, key=lambda k: k.encode()) == keys
+
+
+def shape(name: str, n: int, rng: random.Random) -> dict[str, tuple[int, str]]:
+    if name == "hex":
+        keys = [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(n)]
+    elif name == "hot":
+        keys = [f"lab/hot/{i:06d}" if i % 10 else f"lab/p{rng.randint(0, 30)}/{i:06d}.gz" for i in range(n)]
+    elif name == "hostile":
+        # every ASCII character that XML 1.0 (and so moto's answer) can carry: tab, newline and 32..127
+        chars = ["\t", "\n", *(chr(c) for c in range(32, 128))]
+        keys = [f"{rng.choice(chars)}{i}{rng.choice(chars)}\n{rng.choice(chars)}" for i in range(n)]
+        keys += ["a" * 1024, "k" * 1023 + "z", "é" * 512, "long/" * 150 + "tail"]
+        keys += ["p" * 900 + f"{i:05d}" for i in range(300)]  # a long common prefix
+    else:
+        raise ValueError(name)
+    return {k: (rng.randint(0, 5000), rng.choice(["STANDARD", "GLACIER", "STANDARD_IA"])) for k in keys}
+
+
+@pytest.mark.parametrize("name", ["hex", "hot", "hostile"])
+def test_exact_listing_of_key_shapes(aws: tuple[Any, Any], name: str) -> None:
+    s3, ddb = aws
+    objects = shape(name, 1000, random.Random(7))
+    seed("bkt", objects)
+    cfg = config()
+    summary, sfn, errors = run_fleet(s3, ddb, cfg)
+    assert not errors
+    check_exact(s3, cfg, summary, objects)
+    assert [out for _, out in sfn.calls if out.get("done")] == [{"done": True}]  # exactly one completion
+    assert summary["ranges_listed"] > 1  # the root range was split among the streams
+
+
+def test_one_key_empty_bucket_and_prefix(aws: tuple[Any, Any]) -> None:
+    s3, ddb = aws
+    cfg = config()
+    summary, _, errors = run_fleet(s3, ddb, cfg, listers=2)
+    assert not errors and (summary["objects"], summary["bytes"]) == (0, 0)
+    objects = {"only": (42, "STANDARD")}
+    seed("bkt", objects)
+    cfg = config()
+    summary, _, _ = run_fleet(s3, ddb, cfg, listers=2)
+    check_exact(s3, cfg, summary, objects)
+    more = {f"a/{i:04d}": (i, "STANDARD") for i in range(700)} | {
+        f"b/{i:04d}": (1, "STANDARD") for i in range(900)
+    }
+    seed("bkt", more)
+    cfg = config(prefix="b/")
+    summary, _, _ = run_fleet(s3, ddb, cfg, listers=2)
+    check_exact(s3, cfg, summary, objects | more)
+
+
+def test_a_lister_killed_mid_range_is_taken_over_from_its_checkpoint(aws: tuple[Any, Any]) -> None:
+    s3, ddb = aws
+    objects = {f"k{i:06d}": (i % 97, "STANDARD") for i in range(3000)}
+    seed("bkt", objects)
+    clock = Clock()
+    cfg = config(streams=2, checkpoint_pages=2, lease_seconds=5)
+    killed = {"pages": 0}
+
+    def die(owner: str, pages: int) -> None:
+        killed["pages"] = pages
+        if pages >= 3:
+            raise RuntimeError("lister killed")
+
+    def options(i: int) -> fleet.ListerOptions:
+        # lister 0 (started first: it claims the root range) dies after 3 pages; its heartbeat dies with it
+        return fast_options(after_page=die if i == 0 else None)
+
+    def expire_after_death(threads: list[threading.Thread], errors: dict[int, BaseException]) -> None:
+        threads[0].join(timeout=30)
+        assert isinstance(errors.get(0), RuntimeError)
+        clock.offset += 10  # past the dead lister's leases (and, briefly, the live ones': they are renewed)
+
+    summary, _, errors = run_fleet(
+        s3, ddb, cfg, listers=3, clock=clock, options=options, on_started=expire_after_death, stagger=0.5
+    )
+    assert set(errors) == {0}
+    check_exact(s3, cfg, summary, objects)
+
+
+def test_duplicate_delivery_of_a_lister_event(aws: tuple[Any, Any]) -> None:
+    s3, ddb = aws
+    objects = shape("hex", 800, random.Random(3))
+    seed("bkt", objects)
+    cfg = config()
+    summary, _, errors = run_fleet(s3, ddb, cfg, listers=2, events=lambda e: e + e)  # every event twice
+    assert not errors
+    check_exact(s3, cfg, summary, objects)
+
+
+def test_injected_503_and_500_are_exact_and_counted(aws: tuple[Any, Any]) -> None:
+    from botocore.awsrequest import AWSResponse
+
+    s3, ddb = aws
+    objects = shape("hot", 800, random.Random(11))
+    seed("bkt", objects)
+    calls = {"n": 0, "failed": 0}
+    lock = threading.Lock()
+
+    class _Raw:
+        def stream(self, **_: Any) -> Iterator[bytes]:
+            yield b""
+
+    def inject(request: Any, **_: Any) -> AWSResponse | None:
+        with lock:
+            calls["n"] += 1
+            n = calls["n"]
+            if n % 4 != 2:
+                return None
+            calls["failed"] += 1
+        code, status = ("SlowDown", 503) if n % 8 == 2 else ("InternalError", 500)
+        resp = AWSResponse(request.url, status, {}, _Raw())
+        resp._content = f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode()  # noqa: SLF001
+        return resp
+
+    s3.meta.events.register_first("before-send.s3.ListObjectsV2", inject)
+    try:
+        cfg = config()
+        summary, _, errors = run_fleet(s3, ddb, cfg, listers=2)
+    finally:
+        s3.meta.events.unregister("before-send.s3.ListObjectsV2", inject)
+    assert not errors
+    check_exact(s3, cfg, summary, objects)
+    assert calls["failed"] > 0
+    # every attempt, failed ones included, is in the run's request count
+    assert summary["list_requests"] == calls["n"]
+    assert summary["retries"] == calls["failed"]
