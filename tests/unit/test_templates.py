@@ -307,3 +307,67 @@ def test_layer_requirements_pin_what_the_tests_run_with() -> None:
         assert metadata.version(name) == version, (
             f"layer pins {name}=={version}, tests run {metadata.version(name)}"
         )
+
+
+# --------------------------------------------------------------------------------------------------
+# The fleet's functions: least privilege
+# --------------------------------------------------------------------------------------------------
+
+FLEET_FUNCTIONS = {
+    "FleetLaunchFunction": {
+        "dynamodb:GetItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:TransactWriteItems",
+        "dynamodb:PutItem",
+    },
+    "FleetListerFunction": {
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:UpdateItem",
+        "dynamodb:TransactWriteItems",
+        "dynamodb:BatchGetItem",
+        "dynamodb:PutItem",
+        "dynamodb:DeleteItem",
+    },
+    "FleetReduceFunction": {"dynamodb:GetItem", "dynamodb:Query"},
+}
+
+
+def _statements(props: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for p in props.get("Policies", []) if isinstance(p, dict) for s in p.get("Statement", [])]
+
+
+@pytest.mark.parametrize("function", sorted(FLEET_FUNCTIONS))
+def test_fleet_functions_name_only_the_table_and_the_actions_they_use(
+    template: dict[str, Any], function: str
+) -> None:
+    props = template["Resources"][function]["Properties"]
+    dynamodb = [s for s in _statements(props) if any(str(a).startswith("dynamodb:") for a in _actions(s))]
+    assert dynamodb, f"{function} has no DynamoDB statement"
+    for s in dynamodb:
+        assert s["Resource"] == {"Fn::GetAtt": ["FleetTable", "Arn"]}, f"{function}: {s['Resource']}"
+        assert all(str(a).startswith("dynamodb:") for a in _actions(s))
+    assert {a for s in dynamodb for a in _actions(s)} == FLEET_FUNCTIONS[function]
+    for s in _statements(props):
+        for action in _actions(s):
+            assert "*" not in action, f"{function}: wildcard action {action}"
+        if s.get("Resource") == "*":  # only the SendTask* actions, which take no resource-level permissions
+            assert set(_actions(s)) <= {"states:SendTaskSuccess", "states:SendTaskFailure"}, s
+    invokes = [s for s in _statements(props) if "lambda:InvokeFunction" in _actions(s)]
+    if function == "FleetLaunchFunction":
+        assert [s["Resource"] for s in invokes] == [{"Fn::GetAtt": ["FleetListerFunction", "Arn"]}]
+    else:
+        assert not invokes
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    actions = statement.get("Action", [])
+    return [actions] if isinstance(actions, str) else list(actions)
+
+
+def test_fleet_table_is_on_demand_encrypted_with_ttl(template: dict[str, Any]) -> None:
+    props = template["Resources"]["FleetTable"]["Properties"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires", "Enabled": True}
+    assert props["SSESpecification"] == {"SSEEnabled": True}
+    assert [k["AttributeName"] for k in props["KeySchema"]] == ["pk", "sk"]
