@@ -1,49 +1,33 @@
-"""The page-level fast path: run the real list_shard at 1e8-1e9 objects without per-object Python work.
+"""The page-level fast path: run the real list_range at 1e8-1e9 objects without per-object Python work.
 
-What runs unchanged (hpcstage code, called as in Lambda):
-  hpcstage.inventory.lister.list_shard's loop: one list_page call per page, the end-of-range cut (contents[-1]
-  compared with rng.end, then bisect over the page's keys and a slice), checkpointing on the last key,
-  Budget.exhausted after every page, and on budget exhaustion hpcstage.inventory.planner.split_range (which probes
-  with its own ThreadPoolExecutor); hpcstage.s3util.list_page (parameters, RequestCounter, retries count);
-  hpcstage.inventory.planner.plan_shards and plan_from_hints entirely.
+What runs unchanged (hpcstage code, called as in Lambda): hpcstage.inventory.lister.list_range's loop (one
+list_page call per page, the Cursor's end-of-range cut, stop checks) and hpcstage.s3util.list_page
+(parameters, request counting).
 
 What the fast path bypasses (and how):
   1. URL decoding: the simulated client does not echo EncodingType=url, so list_page's loop that
      unquote_plus-es every key is skipped; keys are returned already decoded (bench/sim/s3.py, fast mode).
-  2. Parquet: hpcstage.inventory.lister.PartWriter is swapped for CountingPartWriter, which counts rows and
-     closes a part where the real writer would (every ``part_rows`` rows, and at close), storing an
-     empty object in its place: the upload request (and its latency) is kept, the Parquet encoding and
-     the bytes are not (the simulated PUT latency does not depend on size in either mode).
-  3. Statistics: hpcstage.inventory.lister.InventoryStats is swapped for PageStats, which keeps only objects and
-     bytes (exact: page length and the keyspace's O(1) byte prefix sums); no histograms or top-N.
-  4. Page contents: a LazyPage builds an entry only when list_shard indexes it (the last entry of every
-     page, and every entry of the one page per shard that crosses its end key). list_shard reads a
-     page through hpcstage.s3util.page_objects (no fast-parser Page in the response: the keys view
-     and the objects are the LazyPage itself) and head(objects, n) (a LazyPage slice).
-The swap is done by patching the two names in hpcstage.inventory.lister for the duration of a run (the core has
-no injection point for them yet; see the report for the hook we ask for). Three more names are
-patched in every mode, so that time is virtual: hpcstage.inventory.tasks.Budget (the invocation's clock),
-hpcstage.inventory.planner.ThreadPoolExecutor (probe rounds) and hpcstage.inventory.tasks.parallel_map (the 32 parallel
-result/statistics GETs of continue_task and reduce_task), the last two on VirtualThreadPool; and
-hpcstage.inventory.runner.diff_inventories (audit mode's exact diff, which would read Parquet) is stood in by
-identical_inventories_diff, whose cost is not simulated. Full mode (tests, small N)
-uses the real PartWriter, InventoryStats and URL decoding.
+  2. Parquet: the simulator passes CountingPartWriter as list_range's writer: it counts rows and closes a
+     part where the real writer would, storing an empty object in its place (the upload request and its
+     latency are kept; the Parquet encoding and the bytes are not).
+  3. Statistics: PageStats is passed as list_range's stats: exact objects and bytes (page length and the
+     keyspace's O(1) byte prefix sums); no histograms or top-N.
+  4. Page contents: a LazyPage builds an entry only when it is indexed.
+hpcstage.inventory.tasks.parallel_map runs on VirtualThreadPool so that result reads take virtual time, and
+hpcstage.inventory.runner.diff_inventories is stood in by identical_inventories_diff (its cost is not
+simulated). Full mode (tests, small N) uses the real PartWriter, InventoryStats and URL decoding.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 from unittest import mock
 
-import hpcstage.inventory.lister
-import hpcstage.inventory.planner
 import hpcstage.inventory.runner
 import hpcstage.inventory.tasks
-from hpcstage.inventory.lister import Budget
 from hpcstage.inventory.model import PartFile
 from hpcstage.inventory.stats import InventoryStats
 
@@ -130,46 +114,6 @@ class PageStats(InventoryStats):
             for o in contents:
                 self.objects += 1
                 self.bytes += o.get("Size") or 0
-
-
-@contextlib.contextmanager
-def fast_lister() -> Iterator[None]:
-    """Swap PartWriter and InventoryStats inside hpcstage.inventory.lister for the counting stand-ins."""
-    with (
-        mock.patch.object(hpcstage.inventory.lister, "PartWriter", CountingPartWriter),
-        mock.patch.object(hpcstage.inventory.lister, "InventoryStats", PageStats),
-    ):
-        yield
-
-
-class _Clock:
-    current: Callable[[], float] | None = None
-
-
-TASK_CLOCK = _Clock()
-
-
-def _virtual_budget(
-    max_seconds: float | None = None, max_pages: int | None = None, clock: Callable[[], float] | None = None
-) -> Budget:
-    return Budget(
-        max_seconds=max_seconds, max_pages=max_pages, clock=clock or TASK_CLOCK.current or time.monotonic
-    )
-
-
-@contextlib.contextmanager
-def virtual_task_clock() -> Iterator[None]:
-    """hpcstage.inventory.tasks.list_task builds Budget(max_seconds=...) on the wall clock; give it the simulated
-    invocation's virtual clock instead (TASK_CLOCK.current, set by the simulator before each call)."""
-    with mock.patch.object(hpcstage.inventory.tasks, "Budget", _virtual_budget):
-        yield
-
-
-@contextlib.contextmanager
-def virtual_probe_pool() -> Iterator[None]:
-    """Run hpcstage.inventory.planner's probe rounds on VirtualThreadPool: same parallelism, deterministic times."""
-    with mock.patch.object(hpcstage.inventory.planner, "ThreadPoolExecutor", VirtualThreadPool):
-        yield
 
 
 def virtual_parallel_map(

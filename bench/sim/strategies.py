@@ -6,45 +6,36 @@
   seed-natural      the 2014 seed: 64 processes over the 1,296 prefixes [0-9a-z]{2}, 00,01,...,zz
   seed-interleaved  the same in "loop interchange" order 00,10,...,z0,01,...
   static-nohints    1,000 equal-width key ranges over the byte space, on Lambda, no splitting
-  static-hints      ranges from perfect per-range counts: hpcstage's audit mode (plan_from_hints over a
-                    "previous run" whose ranges.json is exact), the reference that needs a previous run
-                    or S3 Inventory (like s3-fast-list)
-  hpcstage          hpcstage's state machine with no hints: the real hpcstage.inventory.tasks functions
-                    (validate_input, plan_task -> plan_shards, list_task -> list_shard with its budget,
-                    continue_task, reduce_task) in the order and with the retries of inventory.asl.json
+  (hpcstage itself, work stealing, is measured by bench/sim/des.py; the plan-then-rounds design that was
+  measured here is gone)
 
-static-nohints also runs list_shard (budget 840 s, split_parts=1), so a range longer than the
+static-nohints also runs list_range (stopping after 840 s), so a range longer than the
 15-minute Lambda limit resumes from its checkpoint in a further round instead of timing out.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
-from hpcstage.errors import HpcstageError
-from hpcstage.inventory import tasks
 from hpcstage.inventory.keys import Interval, upper_bound
-from hpcstage.inventory.lister import Budget, ListOptions, list_shard
-from hpcstage.inventory.model import KeyRange, Plan, ShardResult
+from hpcstage.inventory.lister import ListOptions, list_range, part_writer
+from hpcstage.inventory.model import KeyRange, ShardResult
+from hpcstage.inventory.stats import InventoryStats
 
 from bench.keyspace import SEED_ALPHABET, Keyspace
 from bench.sim.engine import Invocation, LambdaFunction, cost_breakdown, run_host, run_map
 from bench.sim.fastpath import (
-    TASK_CLOCK,
+    CountingPartWriter,
     NullStore,
-    fast_lister,
+    PageStats,
     no_parquet_diff,
-    virtual_probe_pool,
     virtual_result_readers,
-    virtual_task_clock,
 )
 from bench.sim.params import SimParams
 from bench.sim.s3 import LambdaTimeout, LazyPage, S3World, SimS3Client
@@ -55,8 +46,6 @@ STRATEGIES = (
     "seed-natural",
     "seed-interleaved",
     "static-nohints",
-    "static-hints",
-    "hpcstage",
 )
 
 
@@ -286,7 +275,6 @@ def _rounds(
     ranges: list[KeyRange],
     t0: float,
     budget_for: Callable[[KeyRange], float],
-    split_parts: int,
     store: NullStore,
     max_rounds: int = 100_000,
 ) -> tuple[float, list[Invocation[KeyRange, ShardResult]], LambdaFunction, int, int]:
@@ -298,15 +286,30 @@ def _rounds(
     t = t0
     items = ranges
     rounds = 0
-    options = ListOptions(split_parts=split_parts)
+    options = ListOptions()
 
     def handler(rng: KeyRange, start: float, slot: int) -> tuple[float, ShardResult | None, str | None]:
         client = world.client(
             start, name=rng.id, deadline=start + p.lam.timeout_s, cpu_per_page_s=p.lam.cpu_per_page_s
         )
-        budget = Budget(max_seconds=budget_for(rng), clock=client.now)
+        stop_at = client.now() + budget_for(rng)
+        writer = (
+            CountingPartWriter(store, world.bucket, rng.id)
+            if world.fast
+            else part_writer(store, world.bucket, options)(rng.id)
+        )
         try:
-            res = list_shard(client, world.bucket, "", rng, store, budget=budget, options=options)
+            res = list_range(
+                client,
+                world.bucket,
+                "",
+                rng,
+                writer=writer,
+                stats=PageStats() if world.fast else InventoryStats(),
+                new_id=lambda: f"{rng.id}.c",
+                should_stop=lambda: client.now() >= stop_at,
+                options=options,
+            )
         except (LambdaTimeout, ClientError) as err:
             return client.now(), None, f"{type(err).__name__}: {err}"
         return client.now(), res, None
@@ -407,20 +410,6 @@ def static_nohint_ranges(parts: int) -> list[KeyRange]:
     ]
 
 
-def perfect_hints(ks: Keyspace, grid: int) -> list[dict[str, Any]]:
-    """Exact per-range counts on a grid of equal-count ranges: what a previous run or S3 Inventory gives."""
-    n = ks.n
-    qs = sorted({n * i // grid for i in range(1, grid)} - {0, n})
-    hints: list[dict[str, Any]] = []
-    prev_rank, prev_key = 0, None
-    for q in qs:
-        key = ks.key(q - 1)
-        hints.append({"start_after": prev_key, "end": key, "objects": q - prev_rank})
-        prev_rank, prev_key = q, key
-    hints.append({"start_after": prev_key, "end": None, "objects": n - prev_rank})
-    return hints
-
-
 def run_static_nohints(world: S3World) -> RunResult:
     """1,000 equal-width ranges listed by list_shard on Lambda; no probing, no splitting."""
     t_real = time.perf_counter()
@@ -428,7 +417,7 @@ def run_static_nohints(world: S3World) -> RunResult:
     before = world.requests
     store = NullStore()
     ranges = static_nohint_ranges(min(p.sfn.max_concurrency, p.lam.concurrency))
-    t_end, invs, fn, rounds, failures = _rounds(world, ranges, 0.0, lambda r: p.hpc.static_budget_s, 1, store)
+    t_end, invs, fn, rounds, failures = _rounds(world, ranges, 0.0, lambda r: p.hpc.static_budget_s, store)
     fns = [fn]
     t_end = _reduce(world, t_end, len(invs), fns)
     return _lambda_result(world, "static-nohints", t_end, invs, fns, rounds, failures, 0, t_real, {}, before)
@@ -436,186 +425,6 @@ def run_static_nohints(world: S3World) -> RunResult:
 
 RESULTS_BUCKET = "bench-results"
 TASK_RETRY = (1.0, 2.0, 4.0)  # ListShard's Retry on States.TaskFailed: 3 attempts, 1 s x 2**n, full jitter
-
-
-def _seed_previous_run(world: S3World, cfg: tasks.RunConfig, grid: int) -> None:
-    """Write a 'previous run' whose ranges.json holds perfect per-range counts (audit mode's hints)."""
-    world.objects[(RESULTS_BUCKET, cfg.latest_key)] = json.dumps({"root": "previous"}).encode()
-    prev = {"objects": world.ks.n, "bytes": world.ks.total_bytes, "finished": "2024-01-01T00:00:00+00:00"}
-    world.objects[(RESULTS_BUCKET, "previous/summary.json")] = json.dumps(prev).encode()
-    world.objects[(RESULTS_BUCKET, "previous/ranges.json")] = json.dumps(
-        perfect_hints(world.ks, grid)
-    ).encode()
-    # Audit mode also diffs the two inventories object by object (reduce_task reads the previous
-    # manifest); the simulator stands that diff in (fastpath.identical_inventories_diff), so the
-    # previous run lists no parts.
-    world.objects[(RESULTS_BUCKET, "previous/manifest.json")] = json.dumps({"files": []}).encode()
-
-
-def run_hpcstage(world: S3World, hints: bool = False) -> RunResult:
-    """hpcstage's state machine, task by task, calling the real hpcstage.inventory.tasks functions.
-
-    ValidateInput -> Plan (plan_shards, or plan_from_hints in audit mode) -> rounds of
-    [Distributed Map of list_task -> continue_task] -> reduce_task (completeness check, stats merge).
-    """
-    t_real = time.perf_counter()
-    p = world.p
-    h = p.hpc
-    before = world.requests
-    fns = {name: LambdaFunction(p.lam, name) for name in ("validate", "plan", "list", "continue", "reduce")}
-    event: dict[str, Any] = {"bucket": world.bucket}
-    for k in ("max_concurrency", "target_shards", "shard_seconds", "min_shard_objects"):
-        if getattr(h, k) is not None:
-            event[k] = getattr(h, k)
-    if hints:
-        event["audit"] = True
-
-    def invoke(fname: str, t: float, timeout: float, call: Callable[[SimS3Client], Any]) -> tuple[float, Any]:
-        start, _ = fns[fname].acquire(t)
-        client = world.client(start, name=f"{fname}@{t:.3f}", deadline=start + timeout)
-        out = call(client)
-        end = client.now()
-        fns[fname].release(start, end)
-        return end, out
-
-    t, cfg = invoke(
-        "validate",
-        0.0,
-        30.0,
-        lambda c: tasks.validate_input(event, run_id="bench", results_bucket=RESULTS_BUCKET),
-    )
-    if hints:
-        _seed_previous_run(world, cfg, 4 * cfg.target_shards)
-    t, planned = invoke("plan", t, 300.0, lambda c: tasks.plan_task(c, cfg))
-    t_plan = t
-    plan = Plan.from_dict(json.loads(world.objects[(RESULTS_BUCKET, f"{cfg.root}/plan.json")]))
-    sfn = replace(p.sfn, max_concurrency=cfg.max_concurrency)
-    lam = p.lam
-
-    def handler(
-        item: dict[str, Any], start: float, slot: int
-    ) -> tuple[float, dict[str, Any] | None, str | None]:
-        t_try = start
-        error = None
-        for attempt, backoff in enumerate((0.0, *TASK_RETRY)):
-            if attempt:
-                t_try += backoff * (zlib.crc32(f"{item['id']}|{attempt}".encode()) % 1000) / 1000
-            client = world.client(
-                t_try,
-                name=f"{item['id']}#{attempt}",
-                deadline=t_try + lam.timeout_s,
-                cpu_per_page_s=lam.cpu_per_page_s,
-            )
-            TASK_CLOCK.current = client.now
-            try:
-                out = tasks.list_task(client, cfg, item, int((client.deadline - t_try) * 1000))
-                return client.now(), out, None
-            except (LambdaTimeout, ClientError, HpcstageError) as err:
-                error = f"{type(err).__name__}: {err}"
-                t_try = client.now()
-        return t_try, None, error
-
-    invs: list[Invocation[Any, Any]] = []
-    round_info = planned
-    rounds = failures = 0
-    failed_with = ""
-    while True:
-        items = json.loads(world.objects[(RESULTS_BUCKET, round_info["items_key"])])
-        run = run_map(items, t, handler, fns["list"], sfn, lam, round_no=rounds)
-        invs += run.invocations
-        failed = [inv for inv in run.invocations if inv.error is not None]
-        if failed:
-            failures += len(failed)
-            t = run.end
-            break  # the Map fails (no tolerated failures) and so does the execution
-        try:
-            t, round_info = invoke(
-                "continue", run.end, 300.0, lambda c, r=rounds: tasks.continue_task(c, cfg, r)
-            )
-        except HpcstageError as err:  # the state machine's Catch -> NotifyFailed -> Failed
-            failed_with = f"continue_task: {type(err).__name__}: {err}"
-            t = run.end
-            break
-        rounds += 1
-        if not round_info["has_more"]:
-            break
-    t_lists = t
-    summary: dict[str, Any] = {}
-    if not failures and not failed_with:
-        started = "2024-06-01T00:00:00+00:00"
-        try:
-            t, summary = invoke("reduce", t, 900.0, lambda c: tasks.reduce_task(c, cfg, rounds, started))
-        except HpcstageError as err:
-            failed_with = f"reduce_task: {type(err).__name__}: {err}"
-
-    results = []
-    for inv in invs:
-        raw = world.objects.get((RESULTS_BUCKET, f"{cfg.root}/results/{inv.item['id']}.json"))
-        if raw is not None and inv.error is None:
-            results.append(ShardResult.from_dict(json.loads(raw)))
-    pieces = [
-        (r.range.start_after, r.range.end if r.done else r.checkpoint, r.objects, r.bytes) for r in results
-    ]
-    objects = sum(x[2] for x in pieces)
-    nbytes = sum(x[3] for x in pieces)
-    requests = world.requests - before
-    transitions = len(invs) * p.sfn.transitions_per_child + rounds * p.sfn.transitions_per_round + 6
-    cost = cost_breakdown(requests, list(fns.values()), transitions, lam, p.sfn, p.s3.list_price_per_1000)
-    workers = min(cfg.max_concurrency, lam.concurrency)
-    ideal = _ideal(world, workers, world.mean_page_s() + lam.cpu_per_page_s, lam.cold_start_s)
-    split_requests = sum(r.split_requests for r in results)
-    res = RunResult(
-        strategy="static-hints" if hints else "hpcstage",
-        shape=world.ks.name,
-        n=world.ks.n,
-        makespan_s=t,
-        objects=objects,
-        bytes=nbytes,
-        missed=world.ks.n - objects,
-        list_requests=requests,
-        probe_requests=plan.probe_requests + split_requests,
-        throttled=world.throttled,
-        workers=workers,
-        invocations=len(invs),
-        rounds=rounds,
-        failures=failures,
-        cost=cost,
-        ideal_s=ideal,
-        coverage_ok=not failures
-        and not failed_with
-        and _check_tiling(world.ks, pieces)
-        and summary.get("objects") == world.ks.n,
-        real_s=time.perf_counter() - t_real,
-        phases={
-            "plan": t_plan,
-            "lists": t_lists,
-            "end": t,
-            "planned_shards": len(plan.ranges),
-            "estimated_objects": plan.estimated_objects,
-            "probe_requests": plan.probe_requests,
-            "split_requests": split_requests,
-            "summary_list_requests": summary.get("list_requests", -1),
-            "results_gets": world.io_requests.get("GET", 0),
-            "results_puts": world.io_requests.get("PUT", 0),
-        },
-        timeline=[
-            (inv.slot, inv.round, inv.start, inv.end, bool(inv.result and inv.result.get("done")))
-            for inv in invs
-        ],
-    )
-    res.notes.append(
-        f"plan: {len(plan.ranges)} ranges, estimate {plan.estimated_objects:,} objects, "
-        f"{plan.probe_requests} probe requests, done at {t_plan:.1f} s; {rounds} round(s)"
-    )
-    if failures:
-        res.notes.append(
-            f"FAILED: {failures} list task(s) failed after retries: "
-            f"{next(inv.error for inv in invs if inv.error)}"
-        )
-    if failed_with:
-        res.failures += 1
-        res.notes.append(f"FAILED: {failed_with}")
-    return res
 
 
 def run_strategy(name: str, world: S3World, seq: RunResult | None = None) -> RunResult:
@@ -631,10 +440,6 @@ def run_strategy(name: str, world: S3World, seq: RunResult | None = None) -> Run
         return run_seed(world, interleaved=True)
     if name == "static-nohints":
         return run_static_nohints(world)
-    if name == "static-hints":
-        return run_hpcstage(world, hints=True)
-    if name == "hpcstage":
-        return run_hpcstage(world)
     raise ValueError(f"unknown strategy {name!r}")
 
 
@@ -644,10 +449,6 @@ def simulate(
     """One strategy on a fresh simulated bucket (fresh rate limiter and tallies)."""
     world = S3World(ks, params, fast=fast)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(virtual_task_clock())
-        stack.enter_context(virtual_probe_pool())
         stack.enter_context(virtual_result_readers())
         stack.enter_context(no_parquet_diff())
-        if fast:
-            stack.enter_context(fast_lister())
         return run_strategy(strategy, world, seq)

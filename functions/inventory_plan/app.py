@@ -1,4 +1,4 @@
-"""Plan key ranges for the bucket and write the first listing round's items to S3."""
+"""Write the first listing round's items: the root range, or the previous run's ranges when auditing."""
 
 import os  # noqa: F401
 from typing import Any
@@ -20,6 +20,5 @@ metrics = Metrics()
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     cfg = tasks.config_from(event["config"])
     out = tasks.plan_task(clients.s3(), cfg)
-    metrics.add_metric(name="PlannedRanges", unit=MetricUnit.Count, value=out["ranges"])
-    metrics.add_metric(name="ProbeRequests", unit=MetricUnit.Count, value=out["probe_requests"])
+    metrics.add_metric(name="SeedRanges", unit=MetricUnit.Count, value=out["ranges"])
     return out

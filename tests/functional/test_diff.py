@@ -9,8 +9,8 @@ from typing import Any
 import boto3
 import pytest
 from helpers import seed
+from hpcstage.inventory.lister import ListOptions
 from hpcstage.inventory.output import LocalStore, S3Store
-from hpcstage.inventory.planner import PlannerConfig
 from hpcstage.inventory.runner import InventoryOptions, run_inventory
 from moto import mock_aws
 
@@ -26,10 +26,8 @@ def s3() -> Iterator[Any]:
 
 def opts(**kw: Any) -> InventoryOptions:
     return InventoryOptions(
-        workers=2,
-        shard_pages=1,
-        shard_seconds=None,
-        planner=PlannerConfig(target_shards=3, min_shard_objects=300),
+        workers=3,
+        listing=ListOptions(page_size=100),  # several ranges, so several parts to merge in key order
         **kw,
     )
 

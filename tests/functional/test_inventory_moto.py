@@ -14,11 +14,12 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from helpers import brute_force, seed
-from hpcstage.inventory.lister import Budget, ListOptions, list_shard
+from hpcstage.inventory.lister import ListOptions, list_range, part_writer
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.output import LocalStore
-from hpcstage.inventory.planner import PlannerConfig, plan_shards
-from hpcstage.inventory.runner import InventoryOptions, run_inventory
+from hpcstage.inventory.runner import InventoryOptions, run_inventory, seeds_from_hints
+from hpcstage.inventory.stats import InventoryStats
+from hpcstage.inventory.steal import SplitPolicy
 from moto import mock_aws
 
 CLASSES = [
@@ -70,16 +71,13 @@ def test_exact_totals_by_shape(s3: Any, tmp_path: Path, name: str) -> None:
     seed("bkt", objs)
     expected = (len(objs), sum(size for size, _ in objs.values()))
     assert brute_force(s3, "bkt") == expected
-    # a small shard budget forces continuation rounds on every shape
+    # small pages and eight streams from one range: the streams split work many times on every shape
     opts = InventoryOptions(
-        workers=4,
-        shard_seconds=None,
-        shard_pages=2,
-        planner=PlannerConfig(target_shards=2, min_shard_objects=200, probe_keys=50),
+        workers=8, listing=ListOptions(page_size=100, policy=SplitPolicy(min_split_pages=1))
     )
     summary = run_inventory(s3, "bkt", "", LocalStore(tmp_path), opts)
     assert (summary["objects"], summary["bytes"]) == expected
-    assert summary["continuations"] > 0
+    assert summary["ranges_given"] >= 7 and summary["ranges_listed"] == summary["ranges_given"] + 1
     by_class = {c: v["objects"] for c, v in summary["by_storage_class"].items()}
     expected_classes: dict[str, int] = {}
     for _, cls in objs.values():
@@ -112,31 +110,46 @@ def test_prefix_edge_cases(s3: Any, tmp_path: Path, prefix: str, expected_keys: 
         "bkt",
         prefix,
         LocalStore(tmp_path),
-        InventoryOptions(
-            workers=2, planner=PlannerConfig(target_shards=3, min_shard_objects=1, probe_keys=1)
-        ),
+        InventoryOptions(workers=3, listing=ListOptions(page_size=1, policy=SplitPolicy(min_split_pages=1))),
     )
     assert summary["objects"] == len(expected_keys)
     assert summary["bytes"] == sum(len(k) for k in expected_keys)
 
 
-def test_resumed_shard_yields_exactly_the_uninterrupted_rows(s3: Any, tmp_path: Path) -> None:
+def listed(s3: Any, rng: KeyRange, store: LocalStore, stop_after: int | None = None) -> Any:
+    pages = {"n": 0}
+
+    def on_page(objects: int, nbytes: int) -> None:
+        pages["n"] += 1
+
+    return list_range(
+        s3,
+        "bkt",
+        "",
+        rng,
+        writer=part_writer(store, "bkt", ListOptions())(rng.id),
+        stats=InventoryStats(),
+        new_id=lambda: f"{rng.id}.rest",
+        should_stop=lambda: stop_after is not None and pages["n"] >= stop_after,
+        on_page=on_page,
+    )
+
+
+def test_stopped_range_resumes_to_exactly_the_uninterrupted_rows(s3: Any, tmp_path: Path) -> None:
     rng = random.Random(7)
     objs = objects_for(shape("hierarchy", 5000, rng), rng)
     seed("bkt", objs)
-    whole = KeyRange(id="r00000")
-    full = list_shard(s3, "bkt", "", whole, LocalStore(tmp_path / "full"))
-    assert full.done and full.objects == len(objs)
+    whole = KeyRange(id="r0")
+    full = listed(s3, whole, LocalStore(tmp_path / "full"))
+    assert full.done and full.objects == len(objs) and full.list_requests == 5
 
     store = LocalStore(tmp_path / "resumed")
-    first = list_shard(
-        s3, "bkt", "", whole, store, budget=Budget(max_pages=2), options=ListOptions(split_parts=3)
-    )
+    first = listed(s3, whole, store, stop_after=2)
     assert not first.done
     assert first.objects == 2000 and first.checkpoint == sorted(objs)[1999]
-    assert [s.id for s in sorted(first.subranges, key=lambda r: r.start_after or "")][0].startswith("r00000.")
-    results = [first] + [list_shard(s3, "bkt", "", sub, store) for sub in first.subranges]
-    assert all(r.done for r in results[1:])
+    assert [(r.id, r.start_after, r.end) for r in first.subranges] == [("r0.rest", sorted(objs)[1999], None)]
+    rest = listed(s3, first.subranges[0], store)
+    assert rest.done and rest.objects == 3000
 
     def rows(root: Path) -> list[tuple[Any, ...]]:
         return duckdb.sql(
@@ -208,10 +221,11 @@ def test_throttling_is_retried_and_counted(s3: Any, tmp_path: Path) -> None:
 
     s3.meta.events.register_first("before-send.s3.ListObjectsV2", slow_down)
     try:
-        res = list_shard(s3, "bkt", "", KeyRange(id="r00000"), LocalStore(tmp_path))
+        res = listed(s3, KeyRange(id="r0"), LocalStore(tmp_path))
     finally:
         s3.meta.events.unregister("before-send.s3.ListObjectsV2", slow_down)
-    assert (res.objects, res.list_requests, res.retries) == (2500, 3, 2)
+    # three pages answered, two 503s retried: five requests sent, and all five are counted (and billed)
+    assert (res.objects, res.list_requests, res.retries) == (2500, 5, 2)
 
 
 def test_summary_report_figures(s3: Any, tmp_path: Path) -> None:
@@ -248,25 +262,10 @@ def test_repeat_audit_from_hints_and_diff(s3: Any, tmp_path: Path) -> None:
     first = run_inventory(s3, "bkt", "", LocalStore(tmp_path / "1"), InventoryOptions(workers=2))
     hints = json.loads((tmp_path / "1" / "ranges.json").read_text())
     seed("bkt", {"lab/new/file": (500, "STANDARD")})
-    opts = InventoryOptions(
-        workers=2,
-        hints=hints,
-        previous_summary=first,
-        planner=PlannerConfig(target_shards=4, min_shard_objects=100),
-    )
+    opts = InventoryOptions(workers=2, hints=hints, previous_summary=first)
     second = run_inventory(s3, "bkt", "", LocalStore(tmp_path / "2"), opts)
-    assert second["plan_method"] == "hints" and second["probe_requests"] == 0
+    # the previous run's ranges seed the streams (merged to about one seed per stream), no root range
+    assert second["ranges_planned"] == len(seeds_from_hints(hints, 2)) == min(2, len(hints))
     assert second["objects"] == first["objects"] + 1
     assert second["diff"]["objects"] == 1 and second["diff"]["bytes"] == 500
     assert {"prefix": "lab/", "objects": 1, "bytes": 500} in second["diff"]["by_prefix"]
-
-
-def test_plan_on_moto_covers_every_key(s3: Any) -> None:
-    rng = random.Random(11)
-    keys = shape("weird", 3000, rng)
-    seed("bkt", objects_for(keys, rng))
-    plan = plan_shards(
-        s3, "bkt", "", config=PlannerConfig(target_shards=8, min_shard_objects=100, probe_keys=20)
-    )
-    for k in keys:
-        assert sum(1 for r in plan.ranges if r.contains(k)) == 1

@@ -25,17 +25,17 @@ def test_keeps_failing_shard_fails_the_map(aws_stack: Any, monkeypatch: pytest.M
     aws, deployed = aws_stack
     aws.client("s3").create_bucket(Bucket="failing-bkt")
     seed_bucket("failing-bkt", {f"k{i:05d}": (3, "STANDARD") for i in range(3000)})
-    real = tasks.list_shard
+    real = tasks.run_streams
 
-    def broken(s3: Any, bucket: str, prefix: str, rng: Any, *a: Any, **kw: Any) -> Any:
-        if rng.end is None:
+    def broken(s3: Any, bucket: str, prefix: str, seeds: Any, *a: Any, **kw: Any) -> Any:
+        if seeds[0].end is None:
             raise ConnectionError("injected permanent failure")
-        return real(s3, bucket, prefix, rng, *a, **kw)
+        return real(s3, bucket, prefix, seeds, *a, **kw)
 
-    monkeypatch.setattr(tasks, "list_shard", broken)
+    monkeypatch.setattr(tasks, "run_streams", broken)
     res = aws.run(
         deployed.arn("InventoryStateMachine"),
-        {"bucket": "failing-bkt", "max_concurrency": 2, "target_shards": 2},
+        {"bucket": "failing-bkt", "max_concurrency": 2, "streams": 2},
         timeout_s=300,
         poll_s=0.2,
     )

@@ -52,9 +52,8 @@ def test_exact_totals_with_forced_continuation(local_stack: Any, shape: str) -> 
         {
             "bucket": bucket,
             "max_concurrency": 4,
-            "target_shards": 2,
+            "streams": 2,
             "shard_pages": 1,
-            "min_shard_objects": 100,
         },
     )
     assert res.status == "SUCCEEDED", (res.error, res.cause)
@@ -86,7 +85,7 @@ def test_malformed_input_fails_in_the_first_state(local_stack: Any) -> None:
 
 def test_a_failing_shard_is_retried(local_stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     bucket = make_bucket(local_stack, {f"k{i:05d}": (3, "STANDARD") for i in range(3000)})
-    real = tasks.list_shard
+    real = tasks.run_streams
     failures = {"n": 0}
 
     def flaky(*args: Any, **kwargs: Any) -> Any:
@@ -95,10 +94,8 @@ def test_a_failing_shard_is_retried(local_stack: Any, monkeypatch: pytest.Monkey
             raise ConnectionError("injected failure")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(tasks, "list_shard", flaky)
-    res = run(
-        local_stack, {"bucket": bucket, "max_concurrency": 2, "target_shards": 2, "min_shard_objects": 100}
-    )
+    monkeypatch.setattr(tasks, "run_streams", flaky)
+    res = run(local_stack, {"bucket": bucket, "max_concurrency": 2, "streams": 2})
     assert res.status == "SUCCEEDED", (res.error, res.cause)
     assert (res.output["objects"], res.output["bytes"]) == (3000, 9000)
     assert failures["n"] == 2
@@ -108,17 +105,15 @@ def test_a_shard_that_keeps_failing_fails_the_execution(
     local_stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bucket = make_bucket(local_stack, {f"k{i:05d}": (3, "STANDARD") for i in range(3000)})
-    real = tasks.list_shard
+    real = tasks.run_streams
 
-    def broken(s3: Any, bucket_: str, prefix: str, rng: Any, *a: Any, **kw: Any) -> Any:
-        if rng.end is None:  # the last range of the key space always fails
+    def broken(s3: Any, bucket_: str, prefix: str, seeds: Any, *a: Any, **kw: Any) -> Any:
+        if seeds[0].end is None:  # the last range of the key space always fails
             raise ConnectionError("injected permanent failure")
-        return real(s3, bucket_, prefix, rng, *a, **kw)
+        return real(s3, bucket_, prefix, seeds, *a, **kw)
 
-    monkeypatch.setattr(tasks, "list_shard", broken)
-    res = run(
-        local_stack, {"bucket": bucket, "max_concurrency": 2, "target_shards": 2, "min_shard_objects": 100}
-    )
+    monkeypatch.setattr(tasks, "run_streams", broken)
+    res = run(local_stack, {"bucket": bucket, "max_concurrency": 2, "streams": 2})
     assert res.status == "FAILED"  # never a silent partial count
     assert res.error in (
         "IncompleteInventoryError",
@@ -138,11 +133,11 @@ def test_a_shard_that_keeps_failing_fails_the_execution(
 def test_audit_plans_from_the_previous_run_and_reports_the_change(local_stack: Any) -> None:
     aws, _ = local_stack
     bucket = make_bucket(local_stack, {f"d{i % 4}/f{i:05d}": (10, "STANDARD") for i in range(3000)})
-    first = run(local_stack, {"bucket": bucket, "target_shards": 4, "min_shard_objects": 100})
+    first = run(local_stack, {"bucket": bucket, "streams": 2})
     assert first.status == "SUCCEEDED"
     seed_bucket(bucket, {"d9/new": (5, "STANDARD"), "d0/f00000": (12, "STANDARD")})  # one added, one changed
     aws.client("s3").delete_object(Bucket=bucket, Key="d1/f00001")  # one removed
-    second = run(local_stack, {"bucket": bucket, "target_shards": 4, "audit": True, "min_shard_objects": 100})
+    second = run(local_stack, {"bucket": bucket, "streams": 2, "audit": True})
     assert second.status == "SUCCEEDED", (second.error, second.cause)
     assert second.output["objects"] == 3000
     assert second.output["diff"] == {
@@ -155,4 +150,8 @@ def test_audit_plans_from_the_previous_run_and_reports_the_change(local_stack: A
     summary_uri = second.output["summary"]
     b, k = summary_uri[len("s3://") :].split("/", 1)
     summary = json.loads(aws.client("s3").get_object(Bucket=b, Key=k)["Body"].read())
-    assert summary["plan_method"] == "hints" and summary["probe_requests"] == 0
+    fb, fk = first.output["summary"][len("s3://") :].split("/", 1)
+    fk = fk.replace("summary.json", "ranges.json")
+    previous_ranges = json.loads(aws.client("s3").get_object(Bucket=fb, Key=fk)["Body"].read())
+    # the previous run's ranges seeded the listing (one seed each: fewer ranges than listers)
+    assert summary["ranges_planned"] == len(previous_ranges) and summary["probe_requests"] == 0

@@ -12,7 +12,11 @@ from hpcstage.inventory.tasks import validate_input
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "layers/core/hpcstage/schemas/inventory-input.schema.json").read_text())
-EXAMPLES = sorted((ROOT / "events").glob("inventory-*.json"))
+# inventory-fleet-*.json are inputs of the fleet state machine (hpcstage.inventory.fleet.validate_input)
+EXAMPLES = sorted(
+    p for p in (ROOT / "events").glob("inventory-*.json") if not p.name.startswith("inventory-fleet")
+)
+FLEET_EXAMPLES = sorted((ROOT / "events").glob("inventory-fleet-*.json"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -23,7 +27,19 @@ def test_examples_are_valid(path: Path) -> None:
     assert cfg.bucket == event["bucket"]
 
 
+@pytest.mark.parametrize("path", FLEET_EXAMPLES, ids=lambda p: p.name)
+def test_fleet_examples_are_valid(path: Path) -> None:
+    from hpcstage.inventory import fleet
+
+    event = json.loads(path.read_text())
+    cfg = fleet.validate_input(
+        event, run_id="run-1", started="2026-01-01T00:00:00Z", results_bucket="results", table="t"
+    )
+    assert cfg.bucket == event["bucket"]
+
+
 def test_there_is_an_example_for_each_use() -> None:
+    assert [p.name for p in FLEET_EXAMPLES] == ["inventory-fleet-bucket.json"]
     assert [p.name for p in EXAMPLES] == [
         "inventory-audit.json",
         "inventory-bucket.json",
@@ -65,16 +81,14 @@ def test_defaults() -> None:
     assert (
         cfg.prefix,
         cfg.max_concurrency,
-        cfg.target_shards,
+        cfg.streams,
         cfg.shard_seconds,
-        cfg.min_shard_objects,
         cfg.audit,
     ) == (
         "",
         1000,
-        1000,
+        8,
         60,
-        50_000,
         False,
     )
     assert cfg.root == "inventory/ok-bucket/run-1"

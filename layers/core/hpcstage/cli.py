@@ -14,9 +14,8 @@ from typing import Any
 from .errors import HpcstageError, InputError
 from .inventory.lister import ListOptions
 from .inventory.output import LocalStore, OutputStore, S3Store
-from .inventory.planner import PlannerConfig
 from .inventory.report import human_bytes, render_report
-from .inventory.runner import InventoryOptions, Progress, run_inventory
+from .inventory.runner import InventoryOptions, Progress, default_workers, run_inventory
 from .s3util import make_s3_client, parse_s3_url
 
 
@@ -38,24 +37,17 @@ def build_parser() -> argparse.ArgumentParser:
     inv.add_argument("url", help="s3://bucket[/prefix]")
     inv.add_argument("--endpoint-url", help="S3 endpoint (e.g. a local emulator)")
     inv.add_argument("--region", help="AWS region of the bucket")
-    inv.add_argument("--workers", type=_positive_int, default=16, help="concurrent listers (default 16)")
     inv.add_argument(
-        "--shards",
+        "--workers",
         type=_positive_int,
-        default=0,
-        help="target number of planned ranges (default: 4 x workers)",
-    )
-    inv.add_argument(
-        "--shard-seconds",
-        type=float,
-        default=60.0,
-        help="a lister stops after this long and hands its remainder back, split (default 60)",
+        default=default_workers(),
+        help=f"concurrent ListObjectsV2 streams that split work among themselves (default {default_workers()})",
     )
     inv.add_argument(
         "--out", help="output directory or s3://bucket/prefix (default ./hpcstage-out/BUCKET/TIME)"
     )
     inv.add_argument("--depth", type=_positive_int, default=1, help="prefix depth for the by-prefix table")
-    inv.add_argument("--hints", help="ranges.json of a previous run: plan without probing")
+    inv.add_argument("--hints", help="ranges.json of a previous run: its ranges seed the streams")
     inv.add_argument("--previous", help="summary.json of a previous run: report the change since")
     inv.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     inv.add_argument("--no-progress", action="store_true", help="no progress display")
@@ -120,8 +112,8 @@ class _ProgressDisplay:
         p = self.progress
         el = max(1e-6, time.monotonic() - self._start)
         return (
-            f"{p.objects:,} objects  {human_bytes(p.bytes)}  ranges {p.ranges_done}/{p.ranges_total}  "
-            f"{p.objects / el:,.0f} obj/s  {p.list_requests:,} LIST"
+            f"{p.phase}: {p.objects:,} objects  {human_bytes(p.bytes)}  {p.streams_active} streams  "
+            f"ranges {p.ranges_done}/{p.ranges_total}  {p.objects / el:,.0f} obj/s  {p.list_requests:,} LIST"
         )
 
     def __enter__(self) -> _ProgressDisplay:
@@ -146,14 +138,10 @@ class _ProgressDisplay:
 
 def cmd_inventory(args: argparse.Namespace) -> int:
     url = parse_s3_url(args.url)
-    if args.shard_seconds <= 0:
-        raise InputError("--shard-seconds must be positive")
     s3 = make_s3_client(args.endpoint_url, args.region, pool=args.workers + 32)
     store, dest_arn, key_prefix = _output_store(args.out, url.bucket, s3)
     opts = InventoryOptions(
         workers=args.workers,
-        shard_seconds=args.shard_seconds,
-        planner=PlannerConfig(target_shards=args.shards or 4 * args.workers),
         listing=ListOptions(stats_depth=args.depth),
         hints=_read_json(args.hints) if args.hints else None,
         previous_summary=(previous := _read_json(args.previous) if args.previous else None),
@@ -185,7 +173,7 @@ def _print_summary_table(summary: dict[str, Any]) -> None:
     t.add_row("bytes", f"{summary['bytes']:,} ({human_bytes(summary['bytes'])})")
     t.add_row("LIST requests", f"{summary['list_requests']:,}")
     t.add_row("LIST cost", f"${summary['list_cost_usd']:.4f}")
-    t.add_row("ranges (planned/listed)", f"{summary['ranges_planned']}/{summary['ranges_listed']}")
+    t.add_row("ranges (seeded/listed)", f"{summary['ranges_planned']}/{summary['ranges_listed']}")
     t.add_row("time", f"{summary['seconds']:.1f} s")
     for c, v in summary["by_storage_class"].items():
         t.add_row(f"  {c}", f"{v['objects']:,} / {human_bytes(v['bytes'])}")

@@ -162,7 +162,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         print("3. running the inventory state machine (events/inventory-bucket.json):", flush=True)
         event = json.loads((root / "events" / "inventory-bucket.json").read_text())
-        event.update({"max_concurrency": 16, "target_shards": 32, "min_shard_objects": 2000})
+        event.update({"max_concurrency": 4, "streams": 16})
         t = time.monotonic()
         res = run_inventory_machine(aws, deployed, event)
         if not res.succeeded:

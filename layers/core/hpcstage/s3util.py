@@ -207,6 +207,27 @@ def enable_fast_list_parsing(client: Any) -> Any:
     events = client.meta.events
     events.unregister("before-parse.s3.*", handlers._handle_200_error)  # noqa: SLF001
     events.register_first("before-parse.s3.*", _handle_200_error_or_fast_parse)
+    return count_requests(client)
+
+
+# The attempts botocore sends for the list_page call running in this thread (see count_requests).
+_SENT = threading.local()
+
+
+def _count_attempt(**_: Any) -> None:
+    if getattr(_SENT, "n", None) is not None:
+        _SENT.n += 1
+
+
+def count_requests(client: Any) -> Any:
+    """Count every ListObjectsV2 attempt this client sends, failed and retried ones included.
+
+    botocore emits ``before-send`` once per HTTP attempt (botocore.endpoint), whatever the attempt's
+    outcome: a 503 that is retried, a reset connection, the final error. Every one of them reached S3 (or
+    was meant to) and is billed, so the summary's request count and cost take them all.
+    """
+    client.meta.events.register("before-send.s3.ListObjectsV2", _count_attempt, unique_id="hpcstage-count")
+    client.meta.hpcstage_counts_requests = True  # type: ignore[attr-defined]
     return client
 
 
@@ -244,7 +265,7 @@ def parse_s3_url(url: str) -> S3Url:
 
 
 class RequestCounter:
-    """Thread-safe LIST request tally (requests S3 answered, and retries botocore made)."""
+    """Thread-safe LIST request tally: requests sent (every attempt) and retries (attempts beyond the first)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -276,16 +297,27 @@ def list_page(
     elif start_after is not None:
         params["StartAfter"] = start_after
     _WANT_PAGE.on = True
+    hooked = getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False)
+    _SENT.n = 0
+    attempts: int | None = None
     try:
         resp: dict[str, Any] = s3.list_objects_v2(**params)
+        attempts = _SENT.n if hooked else 1 + int(resp.get("ResponseMetadata", {}).get("RetryAttempts", 0))
     except ClientError as err:
+        meta = err.response.get("ResponseMetadata", {})
+        attempts = _SENT.n if hooked else 1 + int(meta.get("RetryAttempts", 0))
         raise translate_client_error(err, bucket) from err
     except (EndpointConnectionError, NoCredentialsError) as err:
+        attempts = _SENT.n if hooked else 1
         raise BucketError(f"cannot reach S3 for bucket {bucket!r}: {err}") from err
+    except BaseException:
+        attempts = _SENT.n if hooked else 1
+        raise
     finally:
         _WANT_PAGE.on = False
-    if counter is not None:
-        counter.add(1, int(resp.get("ResponseMetadata", {}).get("RetryAttempts", 0)))
+        _SENT.n = None
+        if counter is not None and attempts:
+            counter.add(attempts, attempts - 1)
     page = resp.get(PAGE_KEY)
     if page is None:
         if resp.get("EncodingType") == "url":

@@ -1,154 +1,144 @@
-"""list_shard: list one key range, streaming rows into Parquet, within a time/page budget.
+"""list_range: one stream listing one key range, streaming rows into Parquet and giving work away.
 
-A shard that runs out of budget stops cleanly after a whole page: everything up to its
-checkpoint (the last key written) is in its parts and statistics, and the unlisted remainder
-(checkpoint, end] comes back split into sub-ranges, ready for the orchestrator to fan out. The
-union of a stopped shard's rows and its sub-ranges' rows is exactly the uninterrupted listing.
+After every page the stream asks whether other streams are idle (``wanted``); if so it splits the rest of
+its range (``Cursor.split``) and hands the upper pieces to ``give`` while it goes on with the lower one.
+A stream told to stop (``should_stop``: a Lambda near its deadline) stops after a whole page: its rows up to
+the checkpoint are in its parts, and the unlisted remainder (checkpoint, end] comes back as a new range.
 """
 
 from __future__ import annotations
 
-import bisect
-import json
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from ..s3util import LIST_MAX_KEYS, RequestCounter, head, list_page, page_objects
-from .model import KeyRange, ShardResult
+from .model import KeyRange, PartFile, ShardResult
 from .output import OutputStore, PartWriter
-from .planner import split_range
-from .stats import InventoryStats
+from .steal import Cursor, SplitPolicy
 
 
-@dataclass
-class Budget:
-    """When a lister must stop: after ``max_seconds`` of wall time or ``max_pages`` pages."""
+class Writer(Protocol):
+    def add_page(self, objects: Any) -> None: ...
 
-    max_seconds: float | None = None
-    max_pages: int | None = None
-    clock: Callable[[], float] = field(default=time.monotonic)
+    def close(self) -> list[PartFile]: ...
 
-    def __post_init__(self) -> None:
-        self._start = self.clock()
+    def abort(self) -> None: ...
 
-    def exhausted(self, pages: int) -> bool:
-        if self.max_pages is not None and pages >= self.max_pages:
-            return True
-        return self.max_seconds is not None and self.clock() - self._start >= self.max_seconds
+
+class Stats(Protocol):
+    objects: int
+    bytes: int
+
+    def add_page(self, objects: Any) -> None: ...
 
 
 @dataclass
 class ListOptions:
-    split_parts: int = 8  # a stopped range fans out 8 ways: large ranges spread within a few rounds
     stats_depth: int = 1
     page_size: int = LIST_MAX_KEYS
     row_group_rows: int = 50_000
     part_rows: int = 1_000_000
     tmpdir: str | None = None
+    policy: SplitPolicy = field(default_factory=SplitPolicy)
 
 
-def list_shard(
+def part_writer(store: OutputStore, bucket: str, opts: ListOptions) -> Callable[[str], Writer]:
+    """A factory of Parquet part writers, one per range (a range's parts hold its keys in order)."""
+
+    def make(range_id: str) -> Writer:
+        return PartWriter(
+            store,
+            bucket,
+            range_id,
+            row_group_rows=opts.row_group_rows,
+            part_rows=opts.part_rows,
+            tmpdir=opts.tmpdir,
+        )
+
+    return make
+
+
+def list_range(
     s3: Any,
     bucket: str,
     prefix: str,
     rng: KeyRange,
-    store: OutputStore,
     *,
-    budget: Budget | None = None,
+    writer: Writer,
+    stats: Stats,
+    counter: RequestCounter | None = None,
+    wanted: Callable[[], int] = lambda: 0,
+    give: Callable[[Sequence[KeyRange]], None] | None = None,
+    new_id: Callable[[], str] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
     options: ListOptions | None = None,
-    now: datetime | None = None,
     on_page: Callable[[int, int], None] | None = None,
 ) -> ShardResult:
-    """List keys in (rng.start_after, rng.end] under ``prefix`` into ``store``.
+    """List the keys of ``rng`` under ``prefix`` into ``writer`` and ``stats``; split on demand.
 
-    ``on_page(objects, bytes)`` is called after each page (progress display).
+    The result's ``range`` is the range as finally listed (its end lowered by the splits); when the stream
+    stopped early, ``done`` is False, ``checkpoint`` is the last key written and ``subranges`` holds the
+    remainder. ``given`` counts the ranges handed to other streams.
     """
     opts = options or ListOptions()
-    budget = budget or Budget()
-    counter = RequestCounter()
-    writer = PartWriter(
-        store,
-        bucket,
-        rng.id,
-        row_group_rows=opts.row_group_rows,
-        part_rows=opts.part_rows,
-        tmpdir=opts.tmpdir,
-    )
-    stats = InventoryStats(prefix=prefix, depth=opts.stats_depth, now=now)
-    token: str | None = None
-    last: str | None = None
-    page_ends: list[str] = []  # one real key per page: the alphabet for splitting the remainder
-    pages = 0
-    done = False
+    policy = replace(opts.policy, page_keys=opts.page_size)
+    counter = counter if counter is not None else RequestCounter()
+    before_requests, before_retries = counter.requests, counter.retries
+    cursor = Cursor(rng, prefix=prefix)
+    given = 0
+    objects_before, bytes_before = stats.objects, stats.bytes
     try:
-        while True:
+        while not cursor.done:
+            req = cursor.request(opts.page_size)
             resp = list_page(
                 s3,
                 bucket,
                 prefix,
-                start_after=rng.start_after,
-                token=token,
+                start_after=req.get("StartAfter"),
+                token=req.get("ContinuationToken"),
                 max_keys=opts.page_size,
                 counter=counter,
             )
-            pages += 1
             keys, objects = page_objects(resp)
-            n = len(keys)
-            past_end = False
-            if rng.end is not None and n and keys[-1] > rng.end:
-                n = bisect.bisect_right(keys, rng.end)
-                objects = head(objects, n)
-                past_end = True
+            n = cursor.take(keys, bool(resp.get("IsTruncated")), resp.get("NextContinuationToken"))
             if n:
+                objects = head(objects, n)
+                o, b = stats.objects, stats.bytes
                 writer.add_page(objects)
-                before_objects, before_bytes = stats.objects, stats.bytes
                 stats.add_page(objects)
-                last = keys[n - 1]
-                if len(page_ends) < 2048:
-                    page_ends.append(last)
-                else:  # keep an even sample of a long listing
-                    page_ends[pages % 2048] = last
                 if on_page is not None:
-                    on_page(stats.objects - before_objects, stats.bytes - before_bytes)
-            if past_end or not resp.get("IsTruncated"):
-                done = True
+                    on_page(stats.objects - o, stats.bytes - b)
+            if cursor.done or should_stop():
                 break
-            token = resp.get("NextContinuationToken")
-            if not token:
-                raise RuntimeError(f"S3 answered IsTruncated without a continuation token for {bucket}")
-            if budget.exhausted(pages):
-                break
+            if give is not None and new_id is not None:
+                w = wanted()
+                if w > 0:
+                    pieces = cursor.split(w + 1, policy, new_id)
+                    if pieces:
+                        given += len(pieces)
+                        give(pieces)
         parts = writer.close()
     except BaseException:
         writer.abort()
         raise
-
-    subranges: list[KeyRange] = []
-    split_counter = RequestCounter()
-    checkpoint: str | None = None
-    if not done:
-        checkpoint = last if last is not None else rng.start_after
-        remainder = KeyRange(
-            id=rng.id, start_after=checkpoint, end=rng.end, estimate=max(0, rng.estimate - stats.objects)
-        )
-        subranges = split_range(
-            s3, bucket, prefix, remainder, opts.split_parts, counter=split_counter, seed_keys=page_ends
-        )
-    stats_key = f"stats/{rng.id}.json"
-    store.put_bytes(stats_key, json.dumps(stats.to_dict()).encode())
+    final = cursor.range
+    remainder: list[KeyRange] = []
+    checkpoint = None
+    if not cursor.done:
+        checkpoint = cursor.pos
+        assert new_id is not None, "a stream that may stop needs new_id for its remainder"
+        remainder = [KeyRange(id=new_id(), start_after=checkpoint, end=final.end)]
     return ShardResult(
-        range=rng,
-        objects=stats.objects,
-        bytes=stats.bytes,
-        list_requests=counter.requests + split_counter.requests,
-        retries=counter.retries + split_counter.retries,
-        done=done,
+        range=final,
+        objects=stats.objects - objects_before,
+        bytes=stats.bytes - bytes_before,
+        list_requests=counter.requests - before_requests,
+        retries=counter.retries - before_retries,
+        done=cursor.done,
         checkpoint=checkpoint,
-        subranges=subranges,
+        subranges=remainder,
         parts=parts,
-        stats_key=stats_key,
-        split_requests=split_counter.requests,
+        given=given,
+        pages=cursor.pages,
     )

@@ -91,6 +91,8 @@ class ShardResult:
     parts: list[PartFile] = field(default_factory=list)
     stats_key: str | None = None
     split_requests: int = 0
+    given: int = 0  # ranges this stream split off and handed to others while it listed
+    pages: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +107,8 @@ class ShardResult:
             "parts": [p.to_dict() for p in self.parts],
             "stats_key": self.stats_key,
             "split_requests": self.split_requests,
+            "given": self.given,
+            "pages": self.pages,
         }
 
     @classmethod
@@ -121,4 +125,6 @@ class ShardResult:
             parts=[PartFile(**p) for p in d.get("parts", [])],
             stats_key=d.get("stats_key"),
             split_requests=int(d.get("split_requests", 0)),
+            given=int(d.get("given", 0)),
+            pages=int(d.get("pages", 0)),
         )

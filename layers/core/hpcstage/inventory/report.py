@@ -9,35 +9,43 @@ from typing import Any
 
 from ..errors import IncompleteInventoryError
 from ..s3util import LIST_PRICE_PER_1000
-from .model import KeyRange, ShardResult
+from .model import ShardResult
 from .output import OutputStore
 from .stats import AGE_LABELS, ARCHIVE_CLASSES, GLACIER_CLASSES, InventoryStats
 
 
-def check_complete(planned: Sequence[KeyRange], results: Sequence[ShardResult]) -> None:
-    """Every planned range, and every sub-range a stopped shard handed out, has exactly one final result.
+def listed_piece(res: ShardResult) -> tuple[str | None, str | None]:
+    """The part of the key space a result covers: (start_after, end], or up to its checkpoint if it stopped."""
+    return res.range.start_after, (res.range.end if res.done else res.checkpoint)
 
-    Raises IncompleteInventoryError naming the missing or duplicated ranges: a partial count is
-    never reported as a total.
+
+def check_tiling(results: Sequence[ShardResult]) -> None:
+    """The listed pieces cover the whole key space of the run exactly once: no gap, no overlap.
+
+    Ranges only ever split into pieces that meet end to start, so every key was listed by exactly one
+    result if and only if the pieces, sorted, chain from the first key (None) to the last (None).
+    Raises IncompleteInventoryError naming the first gap or overlap: a partial count is never a total.
     """
-    expected = {r.id for r in planned}
-    seen: dict[str, int] = {}
-    for res in results:
-        seen[res.range.id] = seen.get(res.range.id, 0) + 1
-        if not res.done:
-            expected.update(s.id for s in res.subranges)
-    missing = sorted(expected - set(seen))
-    dupes = sorted(k for k, n in seen.items() if n > 1)
-    extra = sorted(set(seen) - expected)
-    if missing or dupes or extra:
-        parts = []
-        if missing:
-            parts.append(f"{len(missing)} range(s) without a result: {', '.join(missing[:10])}")
-        if dupes:
-            parts.append(f"{len(dupes)} range(s) with more than one result: {', '.join(dupes[:10])}")
-        if extra:
-            parts.append(f"{len(extra)} unplanned range(s): {', '.join(extra[:10])}")
-        raise IncompleteInventoryError("inventory incomplete: " + "; ".join(parts))
+    pieces = sorted((listed_piece(r) for r in results), key=lambda p: (p[0] is not None, p[0] or ""))
+    cur: str | None = None
+    problems: list[str] = []
+    for i, (start, end) in enumerate(pieces):
+        if start != cur:
+            kind = "overlap" if cur is not None and (start is None or start < cur) else "gap"
+            problems.append(f"{kind} at {cur!r} -> {start!r}")
+        if end is None and i < len(pieces) - 1:
+            problems.append(f"range ({start!r}, end of bucket] is followed by {len(pieces) - 1 - i} more")
+            break
+        cur = end
+    if not pieces:
+        problems.append("no range was listed")
+    elif cur is not None:
+        problems.append(f"nothing listed after {cur!r}")
+    if problems:
+        raise IncompleteInventoryError(
+            f"inventory incomplete: {len(problems)} problem(s) in {len(pieces)} listed ranges: "
+            + "; ".join(problems[:5])
+        )
 
 
 def human_bytes(n: float) -> str:
@@ -240,10 +248,7 @@ def ranges_document(results: Sequence[ShardResult]) -> list[dict[str, Any]]:
     """
     rows = []
     for res in results:
-        end = res.checkpoint if not res.done else res.range.end
-        rows.append(
-            {"start_after": res.range.start_after, "end": end, "objects": res.objects, "bytes": res.bytes}
-        )
-    # A stopped shard covers (start_after, checkpoint]; its sub-ranges cover the rest.
-    rows.sort(key=lambda r: r["start_after"] or "")
+        start, end = listed_piece(res)
+        rows.append({"start_after": start, "end": end, "objects": res.objects, "bytes": res.bytes})
+    rows.sort(key=lambda r: (r["start_after"] is not None, r["start_after"] or ""))
     return rows

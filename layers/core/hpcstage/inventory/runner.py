@@ -1,39 +1,45 @@
-"""One inventory, end to end: plan -> list (with continuation) -> reduce.
+"""One inventory on one machine: many streams stealing work from each other, then the reduce.
 
-``finalize`` is the reduce step shared by the local runner and the Lambda reducer; ``run_inventory``
-is the local orchestrator: a thread pool working through a queue of ranges, where shards that stop
-on their budget put their sub-ranges back on the queue -- the same protocol the state machine's
-continuation loop follows.
+``run_inventory`` starts from a single range over the bucket or prefix (or a previous run's ranges as
+seeds) and lets ``workers`` streams split it among themselves while they list (hpcstage.inventory.steal).
+``finalize`` is the reduce step shared with the Lambda reducer: completeness (the listed pieces tile the
+key space exactly), merged statistics, manifest, summary and report.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import threading
-from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..errors import InputError
+from ..s3util import RequestCounter
 from .diff import diff_inventories
-from .lister import Budget, ListOptions, list_shard
-from .model import KeyRange, Plan, ShardResult
+from .lister import ListOptions, Writer, list_range, part_writer
+from .model import KeyRange, ShardResult
 from .output import OutputStore, write_manifest
-from .planner import PlannerConfig, plan_from_hints, plan_shards
-from .report import build_summary, check_complete, diff_summaries, load_stats, ranges_document, render_report
+from .report import build_summary, check_tiling, diff_summaries, ranges_document, render_report
+from .stats import InventoryStats
+from .steal import LocalPool
 
 
 @dataclass
 class Progress:
-    """Counters for a progress display; updated from worker threads."""
+    """Counters for a progress display; updated from stream threads."""
 
     objects: int = 0
     bytes: int = 0
     ranges_done: int = 0
     ranges_total: int = 0
     list_requests: int = 0
+    streams_active: int = 0
+    phase: str = "starting"
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def page(self, objects: int, nbytes: int) -> None:
@@ -43,12 +49,15 @@ class Progress:
             self.list_requests += 1
 
 
+def default_workers() -> int:
+    """Streams for this machine: listing waits on S3 far more than it computes (~5 ms CPU a page against
+    50-300 ms of latency), so many streams share a core; 32 per core, at least 32 and at most 256."""
+    return max(32, min(256, 32 * (os.cpu_count() or 1)))
+
+
 @dataclass
 class InventoryOptions:
-    workers: int = 16
-    shard_seconds: float | None = 60.0
-    shard_pages: int | None = None
-    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    workers: int = field(default_factory=default_workers)
     listing: ListOptions = field(default_factory=ListOptions)
     hints: Sequence[dict[str, Any]] | None = None
     previous_summary: dict[str, Any] | None = None
@@ -57,12 +66,150 @@ class InventoryOptions:
     previous_store: OutputStore | None = None  # the previous run's output: object-level diff
 
 
-def make_plan(s3: Any, bucket: str, prefix: str, opts: InventoryOptions) -> Plan:
-    if opts.hints:
-        return plan_from_hints(
-            bucket, prefix, opts.hints, opts.planner.target_shards, opts.planner.min_shard_objects
-        )
-    return plan_shards(s3, bucket, prefix, config=opts.planner)
+def seeds_from_hints(hints: Sequence[dict[str, Any]], pieces: int) -> list[KeyRange]:
+    """A previous run's per-range counts (ranges.json) merged into about ``pieces`` seed ranges.
+
+    The rows must tile the key space (as every ranges.json does); anything else is refused, because a
+    seed set with a gap would silently drop keys.
+    """
+    rows = []
+    for i, row in enumerate(hints):
+        if not isinstance(row, dict) or not isinstance(row.get("objects", 0), int):
+            raise InputError(f"hints: row {i} is not a ranges.json row ({{start_after, end, objects}})")
+        rows.append((row.get("start_after"), row.get("end"), int(row.get("objects") or 0)))
+    rows.sort(key=lambda r: (r[0] is not None, r[0] or ""))
+    cur: str | None = None
+    for i, (a, b, _) in enumerate(rows):
+        if a != cur or (i < len(rows) - 1 and b is None):
+            raise InputError("hints: the ranges do not tile the key space (not a ranges.json of one run)")
+        cur = b
+    if not rows or cur is not None:
+        raise InputError("hints: the ranges do not reach the end of the key space")
+    total = sum(r[2] for r in rows)
+    target = max(1, total // max(1, pieces))
+    seeds: list[KeyRange] = []
+    start: str | None = None  # where the seed being built begins (None: the first key)
+    acc = 0
+    for a, b, n in rows:
+        if acc == 0 and (not seeds or seeds[-1].end == a):
+            start = a
+        acc += n
+        if acc >= target or b is None:
+            seeds.append(KeyRange(id=f"h{len(seeds)}", start_after=start, end=b, estimate=acc))
+            acc = 0
+    return seeds
+
+
+@dataclass
+class StreamsOutcome:
+    results: list[ShardResult]  # one per range listed (to its end, or to a checkpoint)
+    remainder: list[
+        KeyRange
+    ]  # what is left when the streams were stopped: ranges not finished or not started
+    stats: InventoryStats  # merged over every stream
+    splits: int
+
+
+def run_streams(
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    seeds: Sequence[KeyRange],
+    *,
+    workers: int,
+    make_writer: Callable[[str], Writer],
+    options: ListOptions,
+    started: datetime,
+    stats_factory: Callable[[], Any] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: Progress | None = None,
+) -> StreamsOutcome:
+    """``workers`` streams list ``seeds``, stealing work from each other, until done or ``should_stop``.
+
+    This is the one listing loop of hpcstage: the local runner calls it with no stop, a Lambda lister with
+    its deadline. Ranges split off while listing are named ``<seed id>.<n>``. A failure in any stream stops
+    the others and is raised.
+    """
+    pool = LocalPool(seeds)
+    results: list[ShardResult] = []
+    remainder: list[KeyRange] = []
+    lock = threading.Lock()
+    progress = progress or Progress()
+    new_stats = stats_factory or (
+        lambda: InventoryStats(prefix=prefix, depth=options.stats_depth, now=started)
+    )
+    ids = itertools.count(1)
+    base = seeds[0].id if len(seeds) == 1 else "s"
+
+    def new_id() -> str:
+        with lock:
+            return f"{base}.{next(ids)}"
+
+    def give(ranges: Sequence[KeyRange]) -> None:
+        with progress.lock:
+            progress.ranges_total += len(ranges)
+        pool.give(ranges)
+
+    def stop() -> bool:
+        if should_stop():
+            with lock:
+                remainder.extend(pool.close())
+            return True
+        return False
+
+    def stream() -> Any:
+        stats = new_stats()
+        counter = RequestCounter()
+        while (rng := pool.get()) is not None:
+            with progress.lock:
+                progress.streams_active = pool.active
+            try:
+                res = list_range(
+                    s3,
+                    bucket,
+                    prefix,
+                    rng,
+                    writer=make_writer(rng.id),
+                    stats=stats,
+                    counter=counter,
+                    wanted=pool.wanted,
+                    give=give,
+                    new_id=new_id,
+                    should_stop=stop,
+                    options=options,
+                    on_page=progress.page,
+                )
+            except BaseException as err:
+                pool.fail(err)
+                raise
+            finally:
+                pool.finish()
+            with lock:
+                results.append(res)
+                remainder.extend(res.subranges)
+            with progress.lock:
+                progress.ranges_done += 1
+                progress.streams_active = pool.active
+        return stats
+
+    with progress.lock:
+        progress.ranges_total += len(seeds)
+        progress.phase = "listing"
+    per_stream = []
+    first_error: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="stream") as ex:
+        for f in [ex.submit(stream) for _ in range(max(1, workers))]:
+            try:
+                per_stream.append(f.result())
+            except BaseException as err:  # noqa: BLE001 - the first failure is raised below
+                first_error = first_error or err
+    if first_error is not None:
+        raise first_error
+    remainder.extend(pool.close())
+    merged = new_stats()
+    for st in per_stream:
+        merged.merge(st)
+    return StreamsOutcome(results=results, remainder=remainder, stats=merged, splits=pool.splits)
 
 
 def run_inventory(
@@ -73,54 +220,32 @@ def run_inventory(
     opts: InventoryOptions | None = None,
     *,
     progress: Progress | None = None,
-    on_plan: Callable[[Plan], None] | None = None,
 ) -> dict[str, Any]:
     opts = opts or InventoryOptions()
     progress = progress or Progress()
     started = datetime.now(UTC)
-    plan = make_plan(s3, bucket, prefix, opts)
-    store.put_bytes("plan.json", json.dumps(plan.to_dict()).encode())
-    if on_plan is not None:
-        on_plan(plan)
+    workers = max(1, opts.workers)
+    seeds = seeds_from_hints(opts.hints, workers) if opts.hints else [KeyRange(id="r0")]
+    out = run_streams(
+        s3,
+        bucket,
+        prefix,
+        seeds,
+        workers=workers,
+        make_writer=part_writer(store, bucket, opts.listing),
+        options=opts.listing,
+        started=started,
+        progress=progress,
+    )
     with progress.lock:
-        progress.ranges_total = len(plan.ranges)
-        progress.list_requests += plan.probe_requests
-
-    results: list[ShardResult] = []
-    queue: deque[KeyRange] = deque(plan.ranges)
-
-    def work(rng: KeyRange) -> ShardResult:
-        return list_shard(
-            s3,
-            bucket,
-            prefix,
-            rng,
-            store,
-            budget=Budget(max_seconds=opts.shard_seconds, max_pages=opts.shard_pages),
-            options=opts.listing,
-            now=started,
-            on_page=progress.page,
-        )
-
-    with ThreadPoolExecutor(max_workers=max(1, opts.workers), thread_name_prefix="lister") as pool:
-        running: set[Future[ShardResult]] = set()
-        while queue or running:
-            while queue and len(running) < opts.workers:
-                running.add(pool.submit(work, queue.popleft()))
-            finished, running = wait(running, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                res = fut.result()  # a shard that failed after botocore's retries fails the run
-                results.append(res)
-                with progress.lock:
-                    progress.ranges_done += 1
-                    progress.ranges_total += len(res.subranges)
-                queue.extend(res.subranges)
+        progress.phase = "writing summary"
     return finalize(
         store,
         bucket=bucket,
         prefix=prefix,
-        plan=plan,
-        results=results,
+        seeds=seeds,
+        results=out.results,
+        stats=out.stats,
         started=started,
         destination_arn=opts.destination_arn or store.uri(),
         manifest_key_prefix=opts.manifest_key_prefix,
@@ -134,18 +259,22 @@ def finalize(
     *,
     bucket: str,
     prefix: str,
-    plan: Plan,
+    seeds: Sequence[KeyRange],
     results: Sequence[ShardResult],
+    stats: InventoryStats,
     started: datetime,
     destination_arn: str,
     manifest_key_prefix: str = "",
     previous_summary: dict[str, Any] | None = None,
-    map_fn: Any = None,
     previous_store: OutputStore | None = None,
+    extra_requests: int = 0,
 ) -> dict[str, Any]:
-    """Check completeness, merge statistics, write manifest, summary.json, report.txt and ranges.json."""
-    check_complete(plan.ranges, results)
-    stats = load_stats(store, results, map_fn)
+    """Check completeness, write manifest, summary.json, report.txt and ranges.json.
+
+    ``stats`` are the merged statistics of every stream; ``extra_requests`` are LIST requests made outside
+    the listed ranges' results (a lister that died after sending them: they are billed all the same).
+    """
+    check_tiling(results)
     parts = [p for r in results for p in r.parts]
     write_manifest(
         store,
@@ -161,13 +290,13 @@ def finalize(
         prefix=prefix,
         stats=stats,
         results=results,
-        probe_requests=plan.probe_requests,
+        probe_requests=extra_requests,
         started=started,
         finished=finished,
         output_uri=store.uri(),
-        planned_ranges=len(plan.ranges),
+        planned_ranges=len(seeds),
     )
-    summary["plan_method"] = plan.method
+    summary["ranges_given"] = sum(r.given for r in results)
     if previous_summary is not None:
         summary["diff"] = diff_summaries(previous_summary, summary)
         if previous_store is not None:

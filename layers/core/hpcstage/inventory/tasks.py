@@ -9,27 +9,28 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from ..errors import IncompleteInventoryError, InputError
 from ..s3util import BUCKET_NAME
-from .lister import Budget, ListOptions, list_shard
-from .model import KeyRange, Plan, ShardResult
+from .lister import ListOptions, part_writer
+from .model import KeyRange, ShardResult
 from .output import S3Store
-from .planner import PlannerConfig, plan_from_hints, plan_shards
-from .runner import finalize
+from .runner import Progress, finalize, run_streams, seeds_from_hints
+from .stats import InventoryStats
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
 DEFAULT_MAX_CONCURRENCY = 1000
-# A lister stops after this long and hands its remainder back, split: short enough that a range the
-# planner under-estimated is split again within a minute, long enough to amortise a round.
+# A lister stops after this long and hands its remainder back: the streams of the next round pick it up.
 DEFAULT_SHARD_SECONDS = 60
-# Every range ends in a partial page: ranges of >= 50 pages keep that overhead under 2 % of LIST requests.
-DEFAULT_MIN_SHARD_OBJECTS = 50_000
+# Streams per lister invocation: listing waits on S3 (~150 ms a page) far more than it computes (~8 ms a
+# page at 1 GB), so one Lambda keeps several ListObjectsV2 streams busy.
+DEFAULT_STREAMS = 8
 RESULT_READERS = 32
 T = TypeVar("T")
 R = TypeVar("R")
@@ -45,9 +46,8 @@ class RunConfig:
     results_bucket: str
     results_prefix: str
     max_concurrency: int
-    target_shards: int
+    streams: int
     shard_seconds: int
-    min_shard_objects: int
     stats_depth: int
     shard_pages: int | None
     audit: bool
@@ -80,11 +80,10 @@ def validate_input(
     if not isinstance(event, dict):
         raise InputError(f"the input must be a JSON object, got {type(event).__name__}")
     known = {
-        "min_shard_objects",
         "bucket",
         "prefix",
         "max_concurrency",
-        "target_shards",
+        "streams",
         "shard_seconds",
         "shard_pages",
         "stats_depth",
@@ -112,9 +111,8 @@ def validate_input(
         results_bucket=results_bucket,
         results_prefix=results_prefix,
         max_concurrency=max_conc,
-        target_shards=_int(event, "target_shards", max_conc, 1, 100_000),
+        streams=_int(event, "streams", DEFAULT_STREAMS, 1, 64),
         shard_seconds=_int(event, "shard_seconds", DEFAULT_SHARD_SECONDS, 5, 840),
-        min_shard_objects=_int(event, "min_shard_objects", DEFAULT_MIN_SHARD_OBJECTS, 1, 10**9),
         stats_depth=_int(event, "stats_depth", 1, 1, 16),
         shard_pages=_int(event, "shard_pages", 1, 1, 10_000_000) if "shard_pages" in event else None,
         audit=audit,
@@ -146,42 +144,73 @@ def round_key(n: int) -> str:
 
 
 def plan_task(s3: Any, cfg: RunConfig) -> dict[str, Any]:
-    """Plan the ranges (from the previous inventory's counts when auditing) and write round 0's items."""
+    """Round 0's items: one range over the whole target, or a previous run's ranges as seeds (audits).
+
+    Nothing is probed: the streams of each lister split their ranges among themselves while they list.
+    """
     store = cfg.store(s3)
     hints = _previous(s3, cfg)[1] if cfg.audit else None
-    if hints:
-        plan = plan_from_hints(cfg.bucket, cfg.prefix, hints, cfg.target_shards, cfg.min_shard_objects)
-    else:
-        planner = PlannerConfig(target_shards=cfg.target_shards, min_shard_objects=cfg.min_shard_objects)
-        plan = plan_shards(s3, cfg.bucket, cfg.prefix, config=planner)
-    store.put_bytes("plan.json", json.dumps(plan.to_dict()).encode())
-    store.put_bytes(round_key(0), json.dumps([r.to_dict() for r in plan.ranges]).encode())
+    seeds = seeds_from_hints(hints, cfg.max_concurrency) if hints else [KeyRange(id="r0")]
+    store.put_bytes(round_key(0), json.dumps([r.to_dict() for r in seeds]).encode())
+    store.put_bytes("seeds.json", json.dumps([r.to_dict() for r in seeds]).encode())
     return {
         "round": 0,
         "items_key": store.key_for(round_key(0)),
-        "ranges": len(plan.ranges),
-        "method": plan.method,
-        "probe_requests": plan.probe_requests,
+        "ranges": len(seeds),
+        "method": "hints" if hints else "root",
     }
 
 
-def list_task(s3: Any, cfg: RunConfig, item: dict[str, Any], remaining_ms: int) -> dict[str, Any]:
-    """List one range, stopping well before the Lambda times out; the full result goes to S3."""
+def list_task(
+    s3: Any,
+    cfg: RunConfig,
+    item: dict[str, Any],
+    remaining_ms: int,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """List one range with ``cfg.streams`` streams until done or the budget; the result goes to S3.
+
+    The streams stop a minute before the Lambda would time out (time for the last parts and the result).
+    What they have not listed comes back as the item's remainder for the next round.
+    """
     rng = KeyRange.from_dict(item)
     store = cfg.store(s3)
-    # Leave time for the split probes, the last part upload and the result write.
     seconds = max(1.0, min(cfg.shard_seconds, remaining_ms / 1000 - 60))
-    res = list_shard(
+    deadline = clock() + seconds
+    progress = Progress()
+
+    def should_stop() -> bool:  # the pages budget (tests, tuning) counts pages of all streams
+        return clock() >= deadline or (
+            cfg.shard_pages is not None and progress.list_requests >= cfg.shard_pages
+        )
+
+    listing = ListOptions(stats_depth=cfg.stats_depth)
+    out = run_streams(
         s3,
         cfg.bucket,
         cfg.prefix,
-        rng,
-        store,
-        budget=Budget(max_seconds=seconds, max_pages=cfg.shard_pages),
-        options=ListOptions(stats_depth=cfg.stats_depth),
+        [rng],
+        workers=cfg.streams,
+        make_writer=part_writer(store, cfg.bucket, listing),
+        options=listing,
+        started=datetime.now(UTC),
+        should_stop=should_stop,
+        progress=progress,
     )
-    store.put_bytes(f"results/{rng.id}.json", json.dumps(res.to_dict()).encode())
-    return {"id": rng.id, "done": res.done, "objects": res.objects, "subranges": len(res.subranges)}
+    stats_key = f"stats/{rng.id}.json"
+    store.put_bytes(stats_key, json.dumps(out.stats.to_dict()).encode())
+    doc = {
+        "results": [r.to_dict() for r in out.results],
+        "remainder": [r.to_dict() for r in out.remainder],
+        "stats_key": stats_key,
+    }
+    store.put_bytes(f"results/{rng.id}.json", json.dumps(doc).encode())
+    return {
+        "id": rng.id,
+        "done": not out.remainder,
+        "objects": sum(r.objects for r in out.results),
+        "subranges": len(out.remainder),
+    }
 
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], workers: int = RESULT_READERS) -> list[R]:
@@ -195,14 +224,15 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], workers: int = RESULT
         return list(pool.map(fn, items))
 
 
-def _load_results(s3: Any, cfg: RunConfig, ids: list[str]) -> dict[str, ShardResult]:
+def _load_results(s3: Any, cfg: RunConfig, ids: list[str]) -> dict[str, dict[str, Any]]:
     from botocore.exceptions import ClientError
 
     store = cfg.store(s3)
 
-    def load(rid: str) -> ShardResult | None:
+    def load(rid: str) -> dict[str, Any] | None:
         try:
-            return ShardResult.from_dict(json.loads(store.get_bytes(f"results/{rid}.json")))
+            doc: dict[str, Any] = json.loads(store.get_bytes(f"results/{rid}.json"))
+            return doc
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None
@@ -227,7 +257,7 @@ def continue_task(s3: Any, cfg: RunConfig, round_no: int, max_rounds: int = 50) 
     store = cfg.store(s3)
     items = [KeyRange.from_dict(d) for d in json.loads(store.get_bytes(round_key(round_no)))]
     results = _load_results(s3, cfg, [r.id for r in items])
-    nxt = [s for r in items for s in results[r.id].subranges]
+    nxt = [KeyRange.from_dict(d) for r in items for d in results[r.id]["remainder"]]
     if nxt and round_no + 1 >= max_rounds:
         raise IncompleteInventoryError(f"still {len(nxt)} ranges to list after {max_rounds} rounds")
     if nxt:
@@ -241,25 +271,31 @@ def continue_task(s3: Any, cfg: RunConfig, round_no: int, max_rounds: int = 50) 
 
 
 def reduce_task(s3: Any, cfg: RunConfig, rounds: int, started: str) -> dict[str, Any]:
-    """Check that every planned range is accounted for, then write manifest, summary and report."""
+    """Check that the listed pieces tile the key space, then write manifest, summary and report."""
     store = cfg.store(s3)
-    plan = Plan.from_dict(json.loads(store.get_bytes("plan.json")))
+    seeds = [KeyRange.from_dict(d) for d in json.loads(store.get_bytes("seeds.json"))]
     ids = []
     for n in range(rounds):
         ids += [d["id"] for d in json.loads(store.get_bytes(round_key(n)))]
-    results = list(_load_results(s3, cfg, ids).values())
+    docs = list(_load_results(s3, cfg, ids).values())
+    results = [ShardResult.from_dict(r) for d in docs for r in d["results"]]
+    stats = InventoryStats(prefix=cfg.prefix, depth=cfg.stats_depth)
+    for st in parallel_map(
+        lambda d: InventoryStats.from_dict(json.loads(store.get_bytes(d["stats_key"]))), docs
+    ):
+        stats.merge(st)
     previous, _, previous_store = _previous(s3, cfg) if cfg.audit else (None, None, None)
     summary = finalize(
         store,
         bucket=cfg.bucket,
         prefix=cfg.prefix,
-        plan=plan,
+        seeds=seeds,
         results=results,
+        stats=stats,
         started=datetime.fromisoformat(started.replace("Z", "+00:00")),
         destination_arn=f"arn:aws:s3:::{cfg.results_bucket}",
         manifest_key_prefix=f"{cfg.root}/",
         previous_summary=previous,
-        map_fn=parallel_map,
         previous_store=previous_store,
     )
     s3.put_object(
@@ -278,6 +314,7 @@ def reduce_task(s3: Any, cfg: RunConfig, rounds: int, started: str) -> dict[str,
             "list_cost_usd",
             "ranges_planned",
             "ranges_listed",
+            "retries",
             "continuations",
             "seconds",
         )

@@ -1,0 +1,285 @@
+"""The work-stealing core lists every key exactly once, whatever the keys and however the streams split.
+
+Streams run as real threads against an in-memory ListObjectsV2 (tests/fakes.py) with small pages, so a
+run splits many times; every run is compared key for key with a brute-force listing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from fakes import FakeS3
+from hpcstage.errors import IncompleteInventoryError
+from hpcstage.inventory.keys import encode
+from hpcstage.inventory.lister import ListOptions, list_range
+from hpcstage.inventory.model import KeyRange, ShardResult
+from hpcstage.inventory.report import check_tiling
+from hpcstage.inventory.steal import Cursor, LocalPool, SplitPolicy, cut_points
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+any_key = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00", max_codepoint=0x10FFFF),
+    min_size=1,
+    max_size=40,
+)
+shaped = st.builds(
+    lambda a, b, c: f"{a}/{b}/{c}",
+    st.sampled_from(["genomics", "imaging", "Z", "ü", "中", "a b", "x=1"]),
+    st.integers(0, 40).map(lambda i: f"2024-{i:02d}"),
+    st.integers(0, 10**6).map(lambda i: f"{i:08x}.dat"),
+)
+
+
+class KeysWriter:
+    """Collects the keys written (stands in for the Parquet writer)."""
+
+    def __init__(self, sink: list[str], lock: threading.Lock) -> None:
+        self.sink, self.lock, self.buf = sink, lock, []
+
+    def add_page(self, objects: Any) -> None:
+        self.buf += [o["Key"] for o in objects]
+
+    def close(self) -> list[Any]:
+        with self.lock:
+            self.sink += self.buf
+        return []
+
+    def abort(self) -> None:
+        self.buf = []
+
+
+class CountStats:
+    def __init__(self) -> None:
+        self.objects = 0
+        self.bytes = 0
+
+    def add_page(self, objects: Any) -> None:
+        self.objects += len(objects)
+        self.bytes += sum(o["Size"] for o in objects)
+
+
+def run_streams(
+    s3: Any, prefix: str, workers: int, page: int, seeds: Sequence[KeyRange] = ()
+) -> tuple[list[str], list[ShardResult], LocalPool]:
+    pool = LocalPool(seeds or [KeyRange(id="r0")])
+    opts = ListOptions(page_size=page, policy=SplitPolicy(min_split_pages=1, page_keys=page))
+    listed: list[str] = []
+    results: list[ShardResult] = []
+    lock = threading.Lock()
+
+    def stream() -> None:
+        stats = CountStats()
+        while (rng := pool.get(timeout=30)) is not None:
+            try:
+                res = list_range(
+                    s3,
+                    "bkt",
+                    prefix,
+                    rng,
+                    writer=KeysWriter(listed, lock),
+                    stats=stats,
+                    wanted=pool.wanted,
+                    give=pool.give,
+                    new_id=pool.new_id,
+                    options=opts,
+                )
+            except BaseException as err:
+                pool.fail(err)
+                raise
+            finally:
+                pool.finish()
+            with lock:
+                results.append(res)
+
+    with ThreadPoolExecutor(workers) as ex:
+        for f in [ex.submit(stream) for _ in range(workers)]:
+            f.result()
+    return listed, results, pool
+
+
+def expected(keys: Sequence[str], prefix: str) -> list[str]:
+    return sorted(k for k in set(keys) if k.startswith(prefix))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(keys=st.lists(st.one_of(any_key, shaped), min_size=0, max_size=300), workers=st.integers(1, 12))
+def test_streams_list_every_key_once(keys: list[str], workers: int) -> None:
+    listed, results, _ = run_streams(FakeS3(keys), "", workers, page=4)
+    assert sorted(listed) == expected(keys, "")
+    assert len(listed) == len(set(listed))
+    check_tiling(results)
+    assert sum(r.objects for r in results) == len(expected(keys, ""))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(keys=st.lists(shaped, min_size=1, max_size=300), data=st.data())
+def test_streams_under_a_prefix(keys: list[str], data: st.DataObject) -> None:
+    prefix = data.draw(st.sampled_from(["", "genomics/", "ü/2024-0", "Z/2024-1", "none/"]))
+    listed, results, _ = run_streams(FakeS3(keys), prefix, 8, page=3)
+    assert sorted(listed) == expected(keys, prefix)
+    check_tiling(results)
+
+
+HOSTILE = {
+    "every byte": [chr(c) + "k" for c in range(1, 0x80)] + [f"x{chr(c)}" for c in range(1, 0x80)],
+    "long keys": [("d/" + "é" * 400 + f"{i:05d}" + "z" * 200)[:1024] for i in range(300)],
+    "long common prefix": [f"{'p/' * 200}run-{i:06d}" for i in range(500)],
+    "one key": ["only"],
+    "empty": [],
+    "top of unicode": ["\U0010ffff" * 3, "\U0010fffe", "\uffff", "\u0080", "\x7f", "~"]
+    + [f"a{i}" for i in range(50)],
+    "newlines and entities": [f"a\n{i}&amp;<x>" for i in range(100)] + [f"b\r{i}" for i in range(100)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_keys(name: str) -> None:
+    keys = HOSTILE[name]
+    listed, results, pool = run_streams(FakeS3(keys), "", 16, page=5)
+    assert sorted(listed) == expected(keys, "")
+    check_tiling(results)
+
+
+def test_streams_share_work() -> None:
+    """From one range, idle streams get work: a 2,000-key bucket in pages of 10 is split many times."""
+    keys = [f"{i:05d}/{'abcdef'[i % 6]}" for i in range(2000)]
+    listed, results, pool = run_streams(FakeS3(keys), "", 8, page=10)
+    assert sorted(listed) == sorted(keys)
+    assert pool.splits >= 7  # every one of the 7 idle streams was fed at least once
+    assert len({r.range.id for r in results}) == len(results) >= 8
+
+
+def test_seeds_from_a_previous_run_tile() -> None:
+    keys = [f"k{i:04d}" for i in range(500)]
+    seeds = [
+        KeyRange(id="a", start_after=None, end="k0100"),
+        KeyRange(id="b", start_after="k0100", end="k0300"),
+        KeyRange(id="c", start_after="k0300", end=None),
+    ]
+    listed, results, _ = run_streams(FakeS3(keys), "", 6, page=7, seeds=seeds)
+    assert sorted(listed) == keys
+    check_tiling(results)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lo=st.one_of(st.none(), any_key),
+    hi=st.one_of(st.none(), any_key),
+    sample=st.lists(any_key, max_size=20),
+    ways=st.integers(2, 40),
+    prefix=st.sampled_from(["", "a", "ü/"]),
+)
+def test_cut_points_lie_strictly_inside(
+    lo: str | None, hi: str | None, sample: list[str], ways: int, prefix: str
+) -> None:
+    if lo is not None:
+        lo = prefix + lo
+    if hi is not None:
+        hi = prefix + hi
+    cuts = cut_points(lo, hi, prefix, [prefix + s for s in sample], ways)
+    assert len(cuts) <= ways - 1 or hi is None
+    prev = encode(lo) if lo is not None else encode(prefix)
+    for c in cuts:
+        assert encode(c) > prev
+        assert hi is None or encode(c) < encode(hi)
+        assert c.startswith(prefix)
+        prev = encode(c)
+
+
+def test_open_split_spreads_over_the_space_above() -> None:
+    """An open remainder after a page of hex keys is cut where hex keys can still be, not only near lo."""
+    page = [f"00{i:02x}{'0' * 30}" for i in range(256)]
+    cuts = cut_points(page[-1], None, "", page, 16)
+    assert len(cuts) >= 10
+    assert {"1", "8", "a"} <= set(cuts)  # the next top-level digits and letters
+    assert all(len(c) <= 2 for c in cuts)  # never inside the constant zero padding
+
+
+def test_open_split_goes_to_sibling_directories() -> None:
+    page = [f"data/2024/{i:04d}.nc" for i in range(1000)]
+    cuts = cut_points(page[-1], None, "", page, 16)
+    assert {"data/2024/1", "data/2025"} <= set(cuts)
+    assert not any(c.startswith("data/2024/0999") for c in cuts)  # not in the ".nc" suffix
+
+
+def test_bounded_split_interpolates_in_the_learned_alphabet() -> None:
+    """Between two keys sharing a long prefix, the cut falls between them in the varying part."""
+    base = "projects/genome/run-2024/sample-"
+    sample = [f"{base}{i:06d}" for i in range(0, 1000, 10)]
+    cuts = cut_points(f"{base}000990", f"{base}999999", "", sample, 2)
+    assert len(cuts) == 1
+    assert cuts[0].startswith(base)
+    assert f"{base}3" < cuts[0] < f"{base}7"
+
+
+def test_cursor_split_keeps_the_lower_part() -> None:
+    keys = [f"{i:06d}" for i in range(0, 100_000, 7)]
+    cur = Cursor(KeyRange(id="r", start_after=None, end="099999"))
+    n = cur.take(keys[:100], True, keys[99])
+    assert n == 100
+    given_ = cur.split(4, SplitPolicy(min_split_pages=1, page_keys=100), iter(["x", "y", "z"]).__next__)
+    assert [g.id for g in given_] == ["x", "y", "z"]
+    bounds = [cur.range.start_after, cur.range.end] + [g.end for g in given_]
+    assert bounds[0] is None and bounds[-1] == "099999"
+    assert cur.range.end == given_[0].start_after
+    assert all(a.end == b.start_after for a, b in zip(given_, given_[1:], strict=False))
+    # the donor's next page is cut at its new end
+    nxt = [k for k in keys if k > keys[99]][:100]
+    taken = cur.take(nxt, True, nxt[-1])
+    assert all(k <= cur.range.end for k in nxt[:taken])
+    assert taken == len(nxt) or cur.done
+
+
+def test_too_small_a_remainder_is_not_split() -> None:
+    keys = [f"{i:04d}" for i in range(1000)]
+    cur = Cursor(KeyRange(id="r", start_after=None, end="0120"))
+    cur.take(keys[:100], True, keys[99])
+    assert cur.split(8, SplitPolicy(min_split_pages=8, page_keys=100), lambda: "n") == []
+
+
+def test_a_gap_or_an_overlap_fails_the_run() -> None:
+    def res(a: str | None, b: str | None) -> ShardResult:
+        return ShardResult(
+            range=KeyRange(id=f"{a}", start_after=a, end=b),
+            objects=0,
+            bytes=0,
+            list_requests=0,
+            retries=0,
+            done=True,
+        )
+
+    check_tiling([res(None, "m"), res("m", None)])
+    with pytest.raises(IncompleteInventoryError, match="gap"):
+        check_tiling([res(None, "m"), res("n", None)])
+    with pytest.raises(IncompleteInventoryError, match="overlap"):
+        check_tiling([res(None, "m"), res("l", None)])
+    with pytest.raises(IncompleteInventoryError, match="nothing listed after"):
+        check_tiling([res(None, "m")])
+
+
+def test_seeds_from_hints_keep_empty_ranges() -> None:
+    from hpcstage.errors import InputError
+    from hpcstage.inventory.runner import seeds_from_hints
+
+    rows = [
+        {"start_after": None, "end": "b", "objects": 600},
+        {"start_after": "b", "end": "c", "objects": 0},
+        {"start_after": "c", "end": "d", "objects": 0},
+        {"start_after": "d", "end": "e", "objects": 300},
+        {"start_after": "e", "end": None, "objects": 0},
+    ]
+    seeds = seeds_from_hints(rows, 2)
+    assert [(s.start_after, s.end) for s in seeds] == [(None, "b"), ("b", None)]
+    # empty rows join the seed that follows them; nothing between "b" and "e" is lost
+    assert [(s.start_after, s.end) for s in seeds_from_hints(rows, 100)] == [
+        (None, "b"),
+        ("b", "e"),
+        ("e", None),
+    ]
+    with pytest.raises(InputError, match="tile"):
+        seeds_from_hints([rows[0], rows[3], rows[4]], 2)
