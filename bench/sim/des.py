@@ -41,7 +41,6 @@ from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.steal import Cursor, SplitPolicy
 
 from bench.keyspace import Keyspace
-from bench.sim import des_fast
 from bench.sim.params import DEFAULT, SimParams
 
 PAGE = 1000
@@ -371,11 +370,10 @@ class Sim:
         else:
             self._start_fleet()
         q = self.q
-        with des_fast.patched():
-            while q:
-                t, _, fn, args = heapq.heappop(q)
-                self.now = t
-                fn(*args)
+        while q:
+            t, _, fn, args = heapq.heappop(q)
+            self.now = t
+            fn(*args)
         return self._finish()
 
     def new_id(self) -> str:
@@ -515,6 +513,11 @@ class Sim:
         if st.synced or st.last is None or st.cursor is None:
             return
         r0, r1, truncated = st.last
+        # The real cursor takes every page; the simulator hands it only the last one, so first set what the
+        # earlier pages would have left: the first key of the range listed and the count taken before r0.
+        if r0 > st.start_rank:
+            st.cursor.first = self.key(st.start_rank)
+            st.cursor.objects = r0 - st.start_rank
         n = st.cursor.take(PageKeys(self.key, r0, r1 - r0), truncated, str(r1) if truncated else None)
         if n != st.rank - r0 or st.cursor.done:
             raise AssertionError(

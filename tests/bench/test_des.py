@@ -110,27 +110,3 @@ def test_page_keys_is_lazy_and_exact() -> None:
     assert len(page) == 1000 and page[-1] == ks.key(1099) and page[0] == ks.key(100)
     assert len(calls) == 2
     assert list(page)[:3] == [ks.key(r) for r in range(100, 103)]
-
-
-def test_fast_alphabet_add_is_equivalent() -> None:
-    import random
-
-    from hpcstage.inventory import keys as hk
-
-    from bench.sim import des_fast
-
-    rnd = random.Random(1)
-    chars = "0123456789abcdefXYZ/-_=.éü中😀"
-    for trial in range(200):
-        ks = [
-            "".join(rnd.choice(chars) for _ in range(rnd.randint(0, 30))).encode()
-            for _ in range(rnd.randint(1, 80))
-        ]
-        if trial % 2:
-            ks.sort()
-        a, b = hk.Alphabet(), hk.Alphabet()
-        for k in ks:
-            des_fast._ORIGINAL(a, k)
-            des_fast.fast_add(b, k)
-        assert a.values == b.values and a._seen == b._seen
-    assert hk.Alphabet.add is des_fast._ORIGINAL  # restored after every simulation

@@ -195,9 +195,16 @@ def test_open_split_spreads_over_the_space_above() -> None:
     """An open remainder after a page of hex keys is cut where hex keys can still be, not only near lo."""
     page = [f"00{i:02x}{'0' * 30}" for i in range(256)]
     cuts = cut_points(page[-1], None, "", page, 16)
-    assert len(cuts) >= 10
-    assert {"1", "8", "a"} <= set(cuts)  # the next top-level digits and letters
+    assert {"01", "02", "1"} <= set(cuts)  # the next sibling under "0", and the next top-level digit
     assert all(len(c) <= 2 for c in cuts)  # never inside the constant zero padding
+    assert sum(len(c) == 1 for c in cuts) <= 4  # few cuts into the unknown space at the top
+
+
+def test_open_split_of_non_ascii_keys() -> None:
+    page = sorted(f"{a}{b}{c}" for a in "中文한" for b in "국어Ωλ" for c in "жд😀")
+    cuts = cut_points(page[-1], None, "", page, 8)
+    assert len(cuts) >= 3
+    assert all(encode(c) > encode(page[-1]) for c in cuts)
 
 
 def test_open_split_goes_to_sibling_directories() -> None:

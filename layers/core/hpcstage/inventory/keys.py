@@ -94,37 +94,58 @@ class Alphabet:
     "/part-", a month 01-12). Coordinates in a mixed radix over the *observed* values make
     interpolation roughly proportional to key rank, where plain base-256 coordinates would
     overstate an alphabet of 16 by 16x per position and a constant segment by 256x.
+
+    ``add`` only records values; each position's column (sorted, closed over classes) is built once,
+    when first read after a change.
     """
 
     # Shallow positions are seen in few samples, so their observed alphabet is incomplete
     # (runs starting with "0" and "3" say nothing of "1", "2" or "9"). A position that shows two
     # members of one of these classes is assumed to use the whole class; a position that shows
-    # one value (a constant segment such as "/part-") stays constant.
-    CLASSES = ((0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A))
+    # one value (a constant segment such as "/part-") stays constant -- unless ``close_singletons``,
+    # for estimates of how much key space lies ahead, where a constant seen so far may still change.
+    # Hex letters are a class of their own: a position that shows only a-f is hex, not the whole alphabet.
+    CLASSES = ((0x30, 0x39), (0x41, 0x46), (0x47, 0x5A), (0x61, 0x66), (0x67, 0x7A))
 
-    def __init__(self) -> None:
-        self.values: list[list[int]] = []
+    def __init__(self, close_singletons: bool = False) -> None:
+        self.close_singletons = close_singletons
         self._seen: list[set[int]] = []
+        self._cols: list[list[int] | None] = []
 
     def add(self, key: bytes) -> None:
+        seen_l, cols = self._seen, self._cols
         for p in range(len(key) + 1):
             v = key[p] if p < len(key) else END
-            if p == len(self._seen):
-                self._seen.append(set())
-                self.values.append([])
-            seen = self._seen[p]
+            if p == len(seen_l):
+                seen_l.append(set())
+                cols.append(None)
+            seen = seen_l[p]
             if v not in seen:
                 seen.add(v)
-                closed = set(seen)
-                for lo, hi in self.CLASSES:
-                    if sum(1 for x in seen if lo <= x <= hi) >= 2:
-                        closed.update(range(lo, hi + 1))
-                self.values[p] = sorted(closed)
+                cols[p] = None
             if v == END:
                 break
 
+    def _col(self, p: int) -> list[int]:
+        if p >= len(self._seen):
+            return []
+        col = self._cols[p]
+        if col is None:
+            seen = self._seen[p]
+            closed = set(seen)
+            for lo, hi in self.CLASSES:
+                members = sum(1 for x in seen if lo <= x <= hi)
+                if members >= 2 or (members and self.close_singletons):
+                    closed.update(range(lo, hi + 1))
+            col = self._cols[p] = sorted(closed)
+        return col
+
+    @property
+    def values(self) -> list[list[int]]:
+        return [self._col(p) for p in range(len(self._seen))]
+
     def radix(self, p: int) -> int:
-        return max(1, len(self.values[p])) if p < len(self.values) else 1
+        return max(1, len(self._col(p)))
 
     def coord(self, key: bytes, start: int, n: int) -> int:
         """Mixed-radix value of key[start:start+n]; monotone non-decreasing in key order."""
@@ -134,7 +155,7 @@ class Alphabet:
             r = self.radix(p)
             if mode == 0:
                 v = key[p] if p < len(key) else END
-                col = self.values[p] if p < len(self.values) else []
+                col = self._col(p)
                 i = bisect.bisect_right(col, v) - 1
                 if i < 0:
                     d, mode = 0, -1
@@ -157,7 +178,7 @@ class Alphabet:
             digits.append((p, d))
         out = bytearray()
         for p, d in reversed(digits):
-            col = self.values[p] if p < len(self.values) else []
+            col = self._col(p)
             v = col[d] if d < len(col) else END
             if v == END:
                 break

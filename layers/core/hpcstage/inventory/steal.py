@@ -46,7 +46,7 @@ DEFAULT_MIN_SPLIT_PAGES = 8.0
 class SplitPolicy:
     min_split_pages: float = DEFAULT_MIN_SPLIT_PAGES
     page_keys: int = 1000
-    max_ways: int = 64  # pieces one split may hand out at once (an open root feeding many idle streams)
+    max_ways: int = 16  # pieces one split may hand out at once
 
 
 def _common_prefix_len(keys: Sequence[bytes]) -> int:
@@ -63,21 +63,28 @@ def _common_prefix_len(keys: Sequence[bytes]) -> int:
 # Byte classes in the order an open remainder's cut points are spread over, after the classes seen.
 _CLASSES: tuple[tuple[int, int], ...] = (
     (0x30, 0x39),  # digits
-    (0x61, 0x7A),  # lower case
-    (0x41, 0x5A),  # upper case
+    (0x61, 0x66),  # lower-case hex letters: a position that shows only a-f is taken as hex
+    (0x67, 0x7A),  # the rest of lower case
+    (0x41, 0x46),  # upper-case hex letters
+    (0x47, 0x5A),
     (0x21, 0x2F),  # ! " # ... /
     (0x3A, 0x40),
     (0x5B, 0x60),
     (0x7B, 0x7E),
     (0x20, 0x20),
+    (0xC2, 0xF4),  # UTF-8 lead bytes: every non-ASCII character starts with one
+    (0x80, 0xBF),  # UTF-8 continuation bytes (a position inside a multi-byte character)
 )
+# Cuts placed at the prefix's own level when nothing there was sampled: the space above is unknown, and
+# every cut that lands in empty space costs a request, so only a few.
+UNKNOWN_LEVEL_CUTS = 4
 
 
 def _open_cut_bytes(seen: Iterable[int], above: int, ways: int) -> list[int]:
     """Up to ``ways - 1`` byte values greater than ``above`` at which to cut an open remainder.
 
-    Values of classes seen at this position come first (spread evenly over them), then the other ASCII
-    classes, and one cut at the start of non-ASCII (0xC2..: every multi-byte UTF-8 character sorts there).
+    Values of classes seen at this position come first (spread evenly over them), then the other classes
+    (ASCII punctuation, UTF-8 lead bytes for non-ASCII characters).
     """
     seen = set(seen)
     seen_classes = [c for c in _CLASSES if any(c[0] <= v <= c[1] for v in seen)]
@@ -85,8 +92,6 @@ def _open_cut_bytes(seen: Iterable[int], above: int, ways: int) -> list[int]:
     candidates: list[int] = []
     for lo, hi in seen_classes + other:
         candidates += [v for v in range(lo, hi + 1) if v > above]
-    candidates.append(0xC2)
-    candidates = [v for v in candidates if v > above]
     want = ways - 1
     if not candidates or want <= 0:
         return []
@@ -150,11 +155,6 @@ def cut_points(
     return out
 
 
-# A position whose sampled keys show at least this many byte values is taken as fully seen: its alphabet
-# is what was observed. Below it, the position is extended to the rest of the character class it shows.
-RICH_POSITION = 4
-
-
 def _class_of(v: int) -> tuple[int, int] | None:
     return next((c for c in _CLASSES if c[0] <= v <= c[1]), None)
 
@@ -163,42 +163,53 @@ def _open_points(lo_b: bytes, prefix: str, sample_b: Sequence[bytes], ways: int)
     """Cut points above ``lo_b`` when nothing above it is known.
 
     A key above lo shares lo's first d bytes and has a larger byte at position d, for some d. For each d,
-    deepest first, the candidates are the byte values that can follow lo[:d] above lo[d]:
-    - at a position where the sampled keys show a rich alphabet (>= RICH_POSITION values), the values seen
-      there above lo[d] (none: this level is exhausted, no cut);
-    - at a sparse position (a constant "0" in "2024/0999", a year digit), the rest of the class it shows
-      (digits after "0": the next sibling directories);
-    - at the prefix itself, every class (the space above is unknown), seen classes first, then non-ASCII.
-    Each level takes at most half of the cuts still to place, so pieces near lo (likely dense) and the
-    far space (unknown) are both covered. A cut in empty space costs its thief one request.
+    deepest first (from the deepest position where neighbouring sampled keys differ), the byte values
+    expected above lo[d]:
+    - where the sampled keys differ at d: the values seen there above lo[d] (from other branches), or, if
+      none, the rest of the smallest classes that hold the values seen (hex digits after "6": "7".."9";
+      a position showing only a-f letters is not extended to g-z);
+    - where every sampled key has the same byte: only a digit is expected to change (the next directory
+      "2024/1", the next year "2025"); a constant word ("files") is not cut;
+    - at the prefix itself, when constant, the space above is unknown: a few cuts over every class, seen
+      classes first.
+    Each level takes at most half of the cuts still to place. A cut in empty space costs its thief one
+    request; pieces near lo (likely dense) and far (unknown) are both covered.
     """
     base = len(encode(prefix))
-    # The deepest position where neighbouring sampled keys differ: deeper bytes are a constant suffix
-    # (".nc", zero padding), where no key above lo is likely to differ first.
     ordered = sorted({*sample_b, lo_b})
-    depth = max([base] + [_common_prefix_len([a, b]) for a, b in itertools.pairwise(ordered)])
-    depth = min(depth, max(base, len(lo_b) - 1))
-    points: list[bytes] = []
-    for d in range(depth, base - 1, -1):
-        room = ways - 1 - len(points)
-        if room <= 0:
-            break
+    diffs = [_common_prefix_len([a, b]) for a, b in itertools.pairwise(ordered)]
+    deepest = min(max([base, *diffs]), max(base, len(lo_b) - 1))
+    levels: list[tuple[int, list[int]]] = []
+    for d in range(deepest, base - 1, -1):
         above = lo_b[d] if d < len(lo_b) else -1
-        seen = {k[d] for k in sample_b if len(k) > d and k[:d] == lo_b[:d]}
-        if d == base:
-            values = _open_cut_bytes(seen, above, room + 1)
-        elif len(seen) >= RICH_POSITION:
-            values = sorted(v for v in seen if v > above)
+        everywhere = {k[d] for k in ordered if len(k) > d}
+        if len(everywhere) > 1:
+            values = sorted(v for v in everywhere if v > above)
+            if not values:
+                classes = {c for v in everywhere if (c := _class_of(v)) is not None}
+                values = sorted(v for c in classes for v in range(c[0], c[1] + 1) if v > above)
+        elif d == base:
+            values = _open_cut_bytes(everywhere, above, UNKNOWN_LEVEL_CUTS + 1)
         else:
-            classes = {c for v in seen if (c := _class_of(v)) is not None}
-            values = sorted(v for c in classes for v in range(c[0], c[1] + 1) if v > above)
-        if not values:
-            continue
-        take = room if d == base else max(1, min(len(values), room // 2))
-        step = len(values) / take
-        for i in range(min(take, len(values))):
-            v = values[int(i * step)]
-            points.append(lo_b[:d] + (bytes([v]) if v < 0x80 else b"\xc2\x80"))
+            values = list(range(max(above + 1, 0x31), 0x3A)) if 0x30 <= above <= 0x39 else []
+        if values:
+            levels.append((d, values))
+    # The cuts are shared out evenly between the levels (a level gets no more than it has values),
+    # shallowest first: the far space, where most of an open remainder's keys usually are, is never left in
+    # one piece, and pieces near lo exist too, whichever the key space turns out to be.
+    levels.reverse()
+    share = [0] * len(levels)
+    left = ways - 1
+    while left > 0 and any(share[i] < len(v) for i, (_, v) in enumerate(levels)):
+        for i, (_, values) in enumerate(levels):
+            if left and share[i] < len(values):
+                share[i] += 1
+                left -= 1
+    points: list[bytes] = []
+    for (d, values), take in zip(levels, share, strict=True):
+        step = len(values) / take if take else 0
+        for i in range(take):
+            points.append(lo_b[:d] + bytes([values[int(i * step)]]))
     out = []
     for raw in sorted(set(points)):
         key = ceil_utf8(raw)
@@ -219,8 +230,7 @@ class Cursor:
     pages: int = 0
     objects: int = 0
     sample: list[str] = field(default_factory=list)
-    # keys per page seen lately, and the span they covered (for estimates of what remains)
-    _span: tuple[str, str, int] | None = None
+    first: str | None = None  # the first key this cursor took: with pos and objects, the listed span
 
     def __post_init__(self) -> None:
         if self.pos is None:
@@ -250,10 +260,10 @@ class Cursor:
             n = bisect.bisect_right(keys, end)
             self.done = True
         if n:
-            first = keys[0]
+            if self.first is None:
+                self.first = keys[0]
             self.pos = keys[n - 1]
             self.objects += n
-            self._span = (first, self.pos, n)
             step = max(1, n // SAMPLE_KEYS)
             self.sample = [keys[i] for i in range(0, n, step)]
             if self.sample[-1] != self.pos:
@@ -268,27 +278,34 @@ class Cursor:
         return n
 
     def remaining_pages(self, page_keys: int = 1000) -> float | None:
-        """Estimated pages left in (pos, end]; None when unknown (an open range, or nothing read yet)."""
+        """Estimated pages left in (pos, end]; None when unknown (an open range, or nothing read yet).
+
+        Density is what this cursor has listed so far (``objects`` keys from ``first`` to ``pos``), measured in
+        a mixed radix over the sampled keys where a position showing one value counts its whole character
+        class: a constant seen so far may still change further on, and an estimate that is too low would
+        refuse splits the run needs (an over-estimate costs at most one request per cut).
+        """
         if self.done:
             return 0.0
-        if self.range.end is None or self._span is None:
+        if self.range.end is None or self.first is None or self.pos is None:
             return None
-        first, last, n = self._span
-        lo_b, hi_b, first_b = encode(last), encode(self.range.end), encode(first)
+        first_b, lo_b, hi_b = encode(self.first), encode(self.pos), encode(self.range.end)
         if lo_b >= hi_b:
             return 0.0
-        alphabet = Alphabet()
-        for k in (*map(encode, self.sample), hi_b):
+        if first_b >= lo_b:
+            return None
+        alphabet = Alphabet(close_singletons=True)
+        for k in (first_b, *map(encode, self.sample), hi_b):
             alphabet.add(k)
         try:
-            frame = Interval(min(first_b, lo_b), hi_b, alphabet)
+            frame = Interval(first_b, hi_b, alphabet)
         except ValueError:
             return 0.0
-        read = frame.coord(lo_b) - frame.lo_c
+        at = frame.coord(lo_b)
+        read = at - frame.lo_c
         if read <= 0:
             return None
-        rest = frame.hi_c - frame.coord(lo_b)
-        return n * rest / read / page_keys
+        return self.objects * (frame.hi_c - at) / read / page_keys
 
     def split(self, ways: int, policy: SplitPolicy, new_id: Any) -> list[KeyRange]:
         """Give away the upper part of the remainder in up to ``ways - 1`` ranges; this cursor keeps the first.
