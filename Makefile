@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 
-.PHONY: demo test lint typecheck validate layer bench cpu-bench clean
+.PHONY: demo test lint typecheck validate layer bench realtime-bench cpu-bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "hpcstage needs Python 3.11+"'
@@ -49,9 +49,14 @@ layer: $(STAMP) $(SAM)
 cpu-bench: $(STAMP)
 	$(PY) -m bench.cpu_per_key --keys 1000000
 
+# the work-stealing engine in the discrete-event simulator: every shape, 25M/100M/1B, fleet and peers
+# (figures and the exact commands behind them: bench/RESULTS.md; a 1B fleet run takes a long time)
 bench: $(STAMP)
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
-	$(PY) -m bench.run_all
+	$(PY) -m bench.steal_bench --sizes 25e6,100e6,1e9 --shapes all --mode fleet,host,static --seeds 1
+
+# listing in real time against a local endpoint with 50 ms pages: hpcstage, s5cmd du, aws s3 ls, rclone
+realtime-bench: $(STAMP)
+	$(PY) -m bench.realtime 1000000
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .pytest_cache .mypy_cache .ruff_cache .aws-sam bench/out hpcstage-demo

@@ -2,7 +2,7 @@
 
 A separate process serves canned ListObjectsV2 pages (XML rendered from a key index, so the
 server holds no per-object state); the measuring process lists them (1) with hpcstage's
-list_shard (parse, decode, statistics, Parquet parts) and (2) with a plain boto3 paginator that
+list_range (parse, decode, statistics, Parquet parts) and (2) with a plain boto3 paginator that
 only iterates the keys. CPU time is the client process's (user + system, os.times), so the server's
 work is not counted.
 
@@ -116,19 +116,23 @@ def _figures(t0: os.times_result, t1: os.times_result, wall: float, n: int) -> d
 def run_hpcstage(endpoint: str, n: int) -> dict[str, float]:
     """Startup (imports, client, first pages) is measured apart from the listing's per-key cost."""
     c0 = time.process_time()
-    from hpcstage.inventory.lister import Budget, list_shard
+    from hpcstage.inventory.lister import ListOptions, list_range, part_writer
     from hpcstage.inventory.model import KeyRange
     from hpcstage.inventory.output import LocalStore
+    from hpcstage.inventory.stats import InventoryStats
 
     s3 = client(endpoint, fast=True)
+
+    def listing(rng: KeyRange, root: str) -> Any:
+        writer = part_writer(LocalStore(root), "bench", ListOptions())(rng.id)
+        return list_range(s3, "bench", "", rng, writer=writer, stats=InventoryStats(now=datetime.now(UTC)))
+
     with tempfile.TemporaryDirectory() as d:
-        list_shard(
-            s3, "bench", "", KeyRange(id="warm", end=key_of(2999)), LocalStore(d), budget=Budget(max_pages=3)
-        )
+        listing(KeyRange(id="warm", end=key_of(2999)), d)
     startup = time.process_time() - c0
     with tempfile.TemporaryDirectory() as d:
         t0, w0 = os.times(), time.perf_counter()
-        res = list_shard(s3, "bench", "", KeyRange(id="r0"), LocalStore(d), now=datetime.now(UTC))
+        res = listing(KeyRange(id="r0"), d)
         t1, wall = os.times(), time.perf_counter() - w0
     assert res.objects == n, (res.objects, n)
     return _figures(t0, t1, wall, n) | {"startup_cpu_s": round(startup, 3)}
@@ -165,7 +169,7 @@ def main() -> None:
         out = {
             "keys": args.keys,
             "paginator": run_paginator(endpoint, args.keys),
-            "hpcstage_list_shard": run_hpcstage(endpoint, args.keys),
+            "hpcstage_list_range": run_hpcstage(endpoint, args.keys),
             "python": os.sys.version.split()[0],
         }
     finally:

@@ -188,5 +188,10 @@ def run_realtime(
 
 
 if __name__ == "__main__":
-    for r in run_realtime(int(sys.argv[1]) if len(sys.argv) > 1 else 200_000):
+    from hpcstage.inventory.runner import default_workers
+
+    # python -m bench.realtime [objects] [shape]: the check is 1,000,000 objects of a skewed shape
+    n = int(float(sys.argv[1])) if len(sys.argv) > 1 else 200_000
+    shape = sys.argv[2] if len(sys.argv) > 2 else "hot-prefix"
+    for r in run_realtime(n, shape, 0.05, workers=default_workers()):
         print(r)

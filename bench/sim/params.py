@@ -1,7 +1,7 @@
 """Every parameter of the simulated world, in one place, each with where it comes from.
 
 "assumption" marks a number no public source pins down; RESULTS.md lists them again with what the
-result is sensitive to. Change a value here and re-run ``python -m bench.run_all``.
+result is sensitive to. Change a value here and re-run ``python -m bench.steal_bench`` (or the old peers in bench/sim/strategies.py).
 """
 
 from __future__ import annotations
