@@ -7,6 +7,7 @@ run splits many times; every run is compared key for key with a brute-force list
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -145,10 +146,19 @@ def test_hostile_keys(name: str) -> None:
     check_tiling(results)
 
 
+class SlowFakeS3(FakeS3):
+    """Answers after 1 ms, as an endpoint would: an instant fake lets one stream list everything before
+    the others are even waiting, and then nothing is shared."""
+
+    def list_objects_v2(self, **p: Any) -> dict[str, Any]:
+        time.sleep(0.001)
+        return super().list_objects_v2(**p)
+
+
 def test_streams_share_work() -> None:
     """From one range, idle streams get work: a 2,000-key bucket in pages of 10 is split many times."""
     keys = [f"{i:05d}/{'abcdef'[i % 6]}" for i in range(2000)]
-    listed, results, pool = run_streams(FakeS3(keys), "", 8, page=10)
+    listed, results, pool = run_streams(SlowFakeS3(keys), "", 8, page=10)
     assert sorted(listed) == sorted(keys)
     assert pool.splits >= 7  # every one of the 7 idle streams was fed at least once
     assert len({r.range.id for r in results}) == len(results) >= 8

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .keys import Alphabet, Interval, ceil_utf8, encode
+from .keys import Alphabet, Interval, ceil_utf8, common_prefix, encode
 from .model import KeyRange
 
 # Keys kept per stream to learn the alphabet of the key space near its position: the last page's keys,
@@ -133,6 +133,14 @@ def cut_points(
     else:
         if lo_b >= hi_b:
             return []
+        split_at = len(common_prefix(lo_b, hi_b))
+        if b"/" in lo_b[split_at:]:
+            # lo sits inside a directory that end is not in: between them lie sibling directories, which
+            # interpolation would treat as a filled space ("month=15"). Cut at the siblings lo's own path
+            # suggests, below end, as for an open remainder.
+            points = [c for c in _open_points(lo_b, prefix, sample_b, ways) if encode(c) < hi_b]
+            if points:
+                return points
         alphabet = Alphabet()
         for k in (*sample_b, lo_b, hi_b):
             alphabet.add(k)
