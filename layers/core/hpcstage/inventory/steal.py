@@ -10,10 +10,11 @@ Cut points come from what the donor has read, never from an assumed alphabet:
 - a bounded remainder ``(pos, end]`` is cut by interpolation in a mixed radix over the byte values seen at
   each position of the donor's recent keys (``keys.Alphabet``): constant segments (a long common prefix,
   "/part-") take no room, a hex position counts 16 values, not 256;
-- an open remainder ``(pos, +inf)`` (nothing known above ``pos``) is cut at the first position after the
-  common prefix, at byte values spread over what can still follow: the classes the donor has seen there
-  first, then the rest of printable ASCII, then non-ASCII. A cut that lands in empty space costs the thief
-  one request; the next split of a bounded piece then uses interpolation.
+- a bounded remainder whose donor sits inside a directory its end is not in is cut at the sibling
+  directories the donor's own path suggests (interpolation would treat the directories between as filled);
+- an open remainder ``(pos, +inf)`` (nothing known above ``pos``) is cut level by level at the values that
+  can follow each prefix of ``pos`` (see ``_open_points``). A cut that lands in empty space costs the thief
+  one request; the next split of a bounded piece then interpolates.
 
 Nothing here does I/O: the caller sends the request ``Cursor.request()`` describes and feeds the answer to
 ``Cursor.take``. ``LocalPool`` is the in-memory meeting point of the streams of one process; the fleet's
@@ -47,17 +48,6 @@ class SplitPolicy:
     min_split_pages: float = DEFAULT_MIN_SPLIT_PAGES
     page_keys: int = 1000
     max_ways: int = 16  # pieces one split may hand out at once
-
-
-def _common_prefix_len(keys: Sequence[bytes]) -> int:
-    if not keys:
-        return 0
-    lo, hi = min(keys), max(keys)
-    n = min(len(lo), len(hi))
-    i = 0
-    while i < n and lo[i] == hi[i]:
-        i += 1
-    return i
 
 
 # Byte classes in the order an open remainder's cut points are spread over, after the classes seen.
@@ -170,9 +160,8 @@ def _class_of(v: int) -> tuple[int, int] | None:
 def _open_points(lo_b: bytes, prefix: str, sample_b: Sequence[bytes], ways: int) -> list[str]:
     """Cut points above ``lo_b`` when nothing above it is known.
 
-    A key above lo shares lo's first d bytes and has a larger byte at position d, for some d. For each d,
-    deepest first (from the deepest position where neighbouring sampled keys differ), the byte values
-    expected above lo[d]:
+    A key above lo shares lo's first d bytes and has a larger byte at position d, for some d. For each d up
+    to the deepest position where neighbouring sampled keys differ, the byte values expected above lo[d]:
     - where the sampled keys differ at d: the values seen there above lo[d] (from other branches), or, if
       none, the rest of the smallest classes that hold the values seen (hex digits after "6": "7".."9";
       a position showing only a-f letters is not extended to g-z);
@@ -180,12 +169,12 @@ def _open_points(lo_b: bytes, prefix: str, sample_b: Sequence[bytes], ways: int)
       "2024/1", the next year "2025"); a constant word ("files") is not cut;
     - at the prefix itself, when constant, the space above is unknown: a few cuts over every class, seen
       classes first.
-    Each level takes at most half of the cuts still to place. A cut in empty space costs its thief one
-    request; pieces near lo (likely dense) and far (unknown) are both covered.
+    The cuts are shared out round-robin between the levels, shallowest first. A cut in empty space costs its
+    thief one request; pieces near lo (likely dense) and far (unknown) are both covered.
     """
     base = len(encode(prefix))
     ordered = sorted({*sample_b, lo_b})
-    diffs = [_common_prefix_len([a, b]) for a, b in itertools.pairwise(ordered)]
+    diffs = [len(common_prefix(a, b)) for a, b in itertools.pairwise(ordered)]
     deepest = min(max([base, *diffs]), max(base, len(lo_b) - 1))
     levels: list[tuple[int, list[int]]] = []
     for d in range(deepest, base - 1, -1):
@@ -420,10 +409,3 @@ class LocalPool:
     @property
     def active(self) -> int:
         return self._active
-
-
-def root_ranges(hints: Sequence[KeyRange] | None = None) -> list[KeyRange]:
-    """What a run starts from: one range over the whole prefix, or a previous run's ranges as seeds."""
-    if hints:
-        return list(hints)
-    return [KeyRange(id="r0")]
