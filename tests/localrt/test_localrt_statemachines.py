@@ -197,7 +197,7 @@ def test_distributed_map_runs_the_lambda_for_each_item_read_from_s3(stack: tuple
 
     result = aws.run(deployed.arn("FanoutStateMachine"), {"key": "in/items.json"}, timeout_s=120)
 
-    assert result.status == "SUCCEEDED"
+    assert result.status == "SUCCEEDED", (result.error, result.cause)
     assert result.output == {
         "key": "in/items.json",
         "results": [{"value": 2 * n, "index": n} for n in range(50)],
