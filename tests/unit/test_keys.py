@@ -1,28 +1,18 @@
-"""Key-space arithmetic: orderings and bounds the planner relies on."""
+"""Key-space arithmetic: orderings and bounds the cut points rely on."""
 
 from __future__ import annotations
 
 from hpcstage.inventory.keys import (
     Alphabet,
     Interval,
-    bit_reversal_order,
     ceil_utf8,
     encode,
     floor_utf8,
-    midpoint,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 keys = st.text(min_size=1, max_size=40).filter(lambda s: "\x00" not in s)
-
-
-def test_bit_reversal_is_a_permutation_that_spreads_neighbours() -> None:
-    order = bit_reversal_order(8)
-    assert order == [0, 4, 2, 6, 1, 5, 3, 7]
-    assert sorted(bit_reversal_order(1000)) == list(range(1000))
-    assert bit_reversal_order(0) == []
-    assert bit_reversal_order(1) == [0]
 
 
 def test_floor_and_ceil_utf8_on_invalid_bytes() -> None:
@@ -66,12 +56,6 @@ def test_alphabet_coordinates_are_monotone(samples: list[str], probes: list[str]
     ordered = sorted(encode(p) for p in probes)
     coords = [alpha.coord(p, 0, 16) for p in ordered]
     assert coords == sorted(coords)
-
-
-def test_midpoint_of_prefix_space() -> None:
-    m = midpoint(None, None, prefix="data/")
-    assert m is not None and m.startswith("data/") and m > "data/"
-    assert midpoint("b", "a") is None
 
 
 def test_vectorised_bit_length_is_exact() -> None:

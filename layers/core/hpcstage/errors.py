@@ -14,4 +14,4 @@ class BucketError(HpcstageError):
 
 
 class IncompleteInventoryError(HpcstageError):
-    """Some planned key range has no result: a count would be partial, so none is given."""
+    """The listed ranges do not cover the key space exactly once: a count would be wrong, so none is given."""

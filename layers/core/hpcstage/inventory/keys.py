@@ -185,12 +185,6 @@ class Alphabet:
             out.append(v)
         return bytes(out)
 
-    def width(self, start: int, n: int) -> int:
-        w = 1
-        for p in range(start, start + n):
-            w *= self.radix(p)
-        return w
-
 
 class Interval:
     """Coordinates for the open interval (lo, hi) of key space, relative to their common prefix.
@@ -280,29 +274,3 @@ def key_after(lo: bytes, hi: bytes) -> str | None:
         if lo < cand < hi:
             return s
     return None
-
-
-def midpoint(lo: str | None, hi: str | None, prefix: str = "") -> str | None:
-    """A key strictly between two bounds (None = the ends of the prefix's space)."""
-    lo_b = encode(prefix) if lo is None else encode(lo)
-    hi_b = upper_bound(prefix) if hi is None else encode(hi)
-    if lo_b >= hi_b:
-        return None
-    return Interval(lo_b, hi_b).at(0.5)
-
-
-def bit_reversal_order(n: int) -> list[int]:
-    """Indices 0..n-1 in bit-reversed order, so neighbours in the result are far apart in 0..n-1.
-
-    This generalises the seed's 'loop interchange' (00,10,20,...,01,11,...): ranges that start
-    together sit in different parts of the key space, so they load different S3 partitions.
-    """
-    if n <= 0:
-        return []
-    bits = max(1, (n - 1).bit_length())
-    out = []
-    for i in range(1 << bits):
-        r = int(f"{i:0{bits}b}"[::-1], 2)
-        if r < n:
-            out.append(r)
-    return out

@@ -140,5 +140,4 @@ def list_range(
         subranges=remainder,
         parts=parts,
         given=given,
-        pages=cursor.pages,
     )

@@ -35,37 +35,6 @@ class KeyRange:
 
 
 @dataclass
-class Plan:
-    bucket: str
-    prefix: str
-    ranges: list[KeyRange]
-    probe_requests: int = 0
-    estimated_objects: int = 0
-    method: str = "probe"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "bucket": self.bucket,
-            "prefix": self.prefix,
-            "ranges": [r.to_dict() for r in self.ranges],
-            "probe_requests": self.probe_requests,
-            "estimated_objects": self.estimated_objects,
-            "method": self.method,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Plan:
-        return cls(
-            bucket=d["bucket"],
-            prefix=d.get("prefix", ""),
-            ranges=[KeyRange.from_dict(r) for r in d["ranges"]],
-            probe_requests=int(d.get("probe_requests", 0)),
-            estimated_objects=int(d.get("estimated_objects", 0)),
-            method=d.get("method", "probe"),
-        )
-
-
-@dataclass
 class PartFile:
     key: str  # object key (S3 output) or path relative to the output root (local output)
     size: int
@@ -90,9 +59,7 @@ class ShardResult:
     subranges: list[KeyRange] = field(default_factory=list)
     parts: list[PartFile] = field(default_factory=list)
     stats_key: str | None = None
-    split_requests: int = 0
     given: int = 0  # ranges this stream split off and handed to others while it listed
-    pages: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,9 +73,7 @@ class ShardResult:
             "subranges": [r.to_dict() for r in self.subranges],
             "parts": [p.to_dict() for p in self.parts],
             "stats_key": self.stats_key,
-            "split_requests": self.split_requests,
             "given": self.given,
-            "pages": self.pages,
         }
 
     @classmethod
@@ -124,7 +89,5 @@ class ShardResult:
             subranges=[KeyRange.from_dict(r) for r in d.get("subranges", [])],
             parts=[PartFile(**p) for p in d.get("parts", [])],
             stats_key=d.get("stats_key"),
-            split_requests=int(d.get("split_requests", 0)),
             given=int(d.get("given", 0)),
-            pages=int(d.get("pages", 0)),
         )

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import IncompleteInventoryError
 from ..s3util import LIST_PRICE_PER_1000
 from .model import ShardResult
-from .output import OutputStore
 from .stats import AGE_LABELS, ARCHIVE_CLASSES, GLACIER_CLASSES, InventoryStats
 
 
@@ -216,29 +214,6 @@ def render_report(summary: dict[str, Any], top_prefixes: int = 15) -> str:
                 lines.append(f"  {row['prefix'] or '(root)':<40} {row['objects']:+12,}  {row['bytes']:+,} B")
     lines.append(f"\nOutput: {s['output']}")
     return "\n".join(lines) + "\n"
-
-
-def load_stats(
-    store: OutputStore,
-    results: Iterable[ShardResult],
-    map_fn: Callable[[Callable[[ShardResult], InventoryStats], list[ShardResult]], list[InventoryStats]]
-    | None = None,
-) -> InventoryStats:
-    """Merge every result's statistics; ``map_fn`` reads them (in parallel from S3: see tasks)."""
-    todo = list(results)
-    for res in todo:
-        if res.stats_key is None:
-            raise IncompleteInventoryError(f"range {res.range.id} returned no statistics")
-
-    def read(res: ShardResult) -> InventoryStats:
-        return InventoryStats.from_dict(json.loads(store.get_bytes(str(res.stats_key))))
-
-    merged: InventoryStats | None = None
-    for st in (map_fn or (lambda f, xs: [f(x) for x in xs]))(read, todo):
-        if merged is None:
-            merged = InventoryStats(prefix=st.prefix, depth=st.depth, now=st.now, top_n=st.top_n)
-        merged.merge(st)
-    return merged if merged is not None else InventoryStats()
 
 
 def ranges_document(results: Sequence[ShardResult]) -> list[dict[str, Any]]:

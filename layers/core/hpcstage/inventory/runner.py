@@ -103,9 +103,8 @@ def seeds_from_hints(hints: Sequence[dict[str, Any]], pieces: int) -> list[KeyRa
 @dataclass
 class StreamsOutcome:
     results: list[ShardResult]  # one per range listed (to its end, or to a checkpoint)
-    remainder: list[
-        KeyRange
-    ]  # what is left when the streams were stopped: ranges not finished or not started
+    # what is left when the streams were stopped: ranges not finished or not started
+    remainder: list[KeyRange]
     stats: InventoryStats  # merged over every stream
     splits: int
 
