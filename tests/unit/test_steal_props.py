@@ -1,7 +1,8 @@
 """The work-stealing core lists every key exactly once, whatever the keys and however the streams split.
 
-Streams run as real threads against an in-memory ListObjectsV2 (tests/fakes.py) with small pages, so a
-run splits many times; every run is compared key for key with a brute-force listing.
+Streams run as real threads (hpcstage's own loop, runner.run_streams) against an in-memory ListObjectsV2
+(tests/fakes.py) with small pages, so a run splits many times; every run is compared key for key with a
+brute-force listing.
 """
 
 from __future__ import annotations
@@ -9,17 +10,19 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from fakes import FakeS3
 from hpcstage.errors import IncompleteInventoryError
+from hpcstage.inventory import runner
 from hpcstage.inventory.keys import encode
-from hpcstage.inventory.lister import ListOptions, list_range
+from hpcstage.inventory.lister import ListOptions
 from hpcstage.inventory.model import KeyRange, ShardResult
 from hpcstage.inventory.report import check_tiling
-from hpcstage.inventory.steal import Cursor, LocalPool, SplitPolicy, cut_points
+from hpcstage.inventory.runner import StreamsOutcome
+from hpcstage.inventory.steal import Cursor, SplitPolicy, cut_points
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -63,44 +66,29 @@ class CountStats:
         self.objects += len(objects)
         self.bytes += sum(o["Size"] for o in objects)
 
+    def merge(self, other: CountStats) -> None:
+        self.objects += other.objects
+        self.bytes += other.bytes
+
 
 def run_streams(
     s3: Any, prefix: str, workers: int, page: int, seeds: Sequence[KeyRange] = ()
-) -> tuple[list[str], list[ShardResult], LocalPool]:
-    pool = LocalPool(seeds or [KeyRange(id="r0")])
-    opts = ListOptions(page_size=page, policy=SplitPolicy(min_split_pages=1, page_keys=page))
+) -> tuple[list[str], list[ShardResult], StreamsOutcome]:
+    """hpcstage's own listing loop (runner.run_streams), writing keys to a list instead of Parquet."""
     listed: list[str] = []
-    results: list[ShardResult] = []
     lock = threading.Lock()
-
-    def stream() -> None:
-        stats = CountStats()
-        while (rng := pool.get(timeout=30)) is not None:
-            try:
-                res = list_range(
-                    s3,
-                    "bkt",
-                    prefix,
-                    rng,
-                    writer=KeysWriter(listed, lock),
-                    stats=stats,
-                    wanted=pool.wanted,
-                    give=pool.give,
-                    new_id=pool.new_id,
-                    options=opts,
-                )
-            except BaseException as err:
-                pool.fail(err)
-                raise
-            finally:
-                pool.finish()
-            with lock:
-                results.append(res)
-
-    with ThreadPoolExecutor(workers) as ex:
-        for f in [ex.submit(stream) for _ in range(workers)]:
-            f.result()
-    return listed, results, pool
+    out = runner.run_streams(
+        s3,
+        "bkt",
+        prefix,
+        seeds or [KeyRange(id="r0")],
+        workers=workers,
+        make_writer=lambda range_id: KeysWriter(listed, lock),
+        options=ListOptions(page_size=page, policy=SplitPolicy(min_split_pages=1, page_keys=page)),
+        started=datetime.now(UTC),
+        stats_factory=CountStats,
+    )
+    return listed, out.results, out
 
 
 def expected(keys: Sequence[str], prefix: str) -> list[str]:
@@ -141,7 +129,7 @@ HOSTILE = {
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_keys(name: str) -> None:
     keys = HOSTILE[name]
-    listed, results, pool = run_streams(FakeS3(keys), "", 16, page=5)
+    listed, results, _ = run_streams(FakeS3(keys), "", 16, page=5)
     assert sorted(listed) == expected(keys, "")
     check_tiling(results)
 
@@ -158,9 +146,9 @@ class SlowFakeS3(FakeS3):
 def test_streams_share_work() -> None:
     """From one range, idle streams get work: a 2,000-key bucket in pages of 10 is split many times."""
     keys = [f"{i:05d}/{'abcdef'[i % 6]}" for i in range(2000)]
-    listed, results, pool = run_streams(SlowFakeS3(keys), "", 8, page=10)
+    listed, results, out = run_streams(SlowFakeS3(keys), "", 8, page=10)
     assert sorted(listed) == sorted(keys)
-    assert pool.splits >= 7  # every one of the 7 idle streams was fed at least once
+    assert out.splits >= 7  # every one of the 7 idle streams was fed at least once
     assert len({r.range.id for r in results}) == len(results) >= 8
 
 

@@ -349,14 +349,9 @@ class LocalPool:
         self._queue: deque[KeyRange] = deque(ranges)
         self._idle = 0
         self._active = 0
-        self._ids = itertools.count(1)
         self.failed: BaseException | None = None
         self.closed = False
         self.splits = 0
-
-    def new_id(self) -> str:
-        with self._cv:
-            return f"s{next(self._ids)}"
 
     def get(self, timeout: float | None = None) -> KeyRange | None:
         with self._cv:
