@@ -88,7 +88,8 @@ from ..errors import BucketError, IncompleteInventoryError, InputError
 from ..s3util import BUCKET_NAME, RequestCounter, as_page
 from .lister import ListOptions, list_range
 from .model import KeyRange, PartFile, ShardResult
-from .output import PartWriter, S3Store
+from .output import PartWriter, S3Store, latest_key, latest_run, record_latest_run, run_root
+from .report import execution_summary
 from .runner import finalize, seeds_from_hints
 from .stats import InventoryStats
 
@@ -144,13 +145,12 @@ class FleetConfig:
 
     @property
     def root(self) -> str:
-        return f"{self.results_prefix.strip('/')}/{self.bucket}/{self.run_id}".lstrip("/")
+        return run_root(self.results_prefix, self.bucket, self.run_id)
 
     @property
     def latest_key(self) -> str:
         """Where the last successful run of this target records its root (shared with the round-based path)."""
-        target = self.prefix.replace("/", "%2F") or "%ROOT%"
-        return f"{self.results_prefix.strip('/')}/{self.bucket}/_latest/{target}.json".lstrip("/")
+        return latest_key(self.results_prefix, self.bucket, self.prefix)
 
     def store(self, s3: Any) -> S3Store:
         return S3Store(s3, self.results_bucket, self.root)
@@ -818,17 +818,11 @@ def notify_if_done(store: FleetStore, sfn: Any) -> bool:
 
 
 def _previous_ranges(s3: Any, cfg: FleetConfig) -> list[dict[str, Any]] | None:
-    from botocore.exceptions import ClientError
-
-    try:
-        latest = json.loads(s3.get_object(Bucket=cfg.results_bucket, Key=cfg.latest_key)["Body"].read())
-        prev = S3Store(s3, cfg.results_bucket, latest["root"])
-        rows: list[dict[str, Any]] = json.loads(prev.get_bytes("ranges.json"))
-        return rows
-    except ClientError as err:
-        if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            return None
-        raise
+    prev = latest_run(s3, cfg.results_bucket, cfg.latest_key)
+    if prev is None:
+        return None
+    rows: list[dict[str, Any]] = json.loads(prev.get_bytes("ranges.json"))
+    return rows
 
 
 def launch(
@@ -1411,27 +1405,9 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
         manifest_key_prefix=f"{cfg.root}/",
         extra_requests=int(meta.get("orphan_requests", 0)),
     )
-    s3.put_object(
-        Bucket=cfg.results_bucket,
-        Key=cfg.latest_key,
-        Body=json.dumps({"root": cfg.root, "finished": summary["finished"]}).encode(),
-    )
-    small = {
-        k: summary[k]
-        for k in (
-            "bucket",
-            "prefix",
-            "objects",
-            "bytes",
-            "list_requests",
-            "list_cost_usd",
-            "retries",
-            "seconds",
-        )
-    }
-    small["ranges_listed"] = summary["ranges_listed"]
+    record_latest_run(s3, cfg.results_bucket, cfg.latest_key, cfg.root, summary["finished"])
+    small = execution_summary(summary, f"s3://{cfg.results_bucket}/{cfg.root}/summary.json")
     small["launches"] = int(meta.get("generation", 1))
-    small["summary"] = f"s3://{cfg.results_bucket}/{cfg.root}/summary.json"
     return small
 
 

@@ -147,6 +147,36 @@ class S3Store:
         return S3RangeFile(self.s3, self.bucket, full)
 
 
+def run_root(results_prefix: str, bucket: str, run_id: str) -> str:
+    """Where one run's output lives in the results bucket: ``<results prefix>/<bucket>/<run id>``."""
+    return f"{results_prefix.strip('/')}/{bucket}/{run_id}".lstrip("/")
+
+
+def latest_key(results_prefix: str, bucket: str, prefix: str) -> str:
+    """Where the last successful run of a target (bucket and prefix) records its root: audits read it."""
+    target = prefix.replace("/", "%2F") or "%ROOT%"
+    return f"{results_prefix.strip('/')}/{bucket}/_latest/{target}.json".lstrip("/")
+
+
+def latest_run(s3: Any, results_bucket: str, key: str) -> S3Store | None:
+    """The output of the last successful run recorded at ``key`` (see latest_key), or None if none was."""
+    from botocore.exceptions import ClientError
+
+    try:
+        latest = json.loads(s3.get_object(Bucket=results_bucket, Key=key)["Body"].read())
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None
+        raise
+    return S3Store(s3, results_bucket, latest["root"])
+
+
+def record_latest_run(s3: Any, results_bucket: str, key: str, root: str, finished: str) -> None:
+    s3.put_object(
+        Bucket=results_bucket, Key=key, Body=json.dumps({"root": root, "finished": finished}).encode()
+    )
+
+
 def _file_md5(path: str) -> str:
     h = hashlib.md5(usedforsecurity=False)
     with open(path, "rb") as f:

@@ -46,6 +46,31 @@ def check_tiling(results: Sequence[ShardResult]) -> None:
         )
 
 
+EXECUTION_SUMMARY_KEYS = (
+    "bucket",
+    "prefix",
+    "objects",
+    "bytes",
+    "list_requests",
+    "list_cost_usd",
+    "ranges_listed",
+    "retries",
+    "seconds",
+)
+
+
+def execution_summary(summary: dict[str, Any], summary_uri: str) -> dict[str, Any]:
+    """The few figures a state machine execution returns (its payload is small), and where the rest is."""
+    small = {k: summary[k] for k in EXECUTION_SUMMARY_KEYS}
+    small["summary"] = summary_uri
+    if "diff" in summary:
+        small["diff"] = {"objects": summary["diff"]["objects"], "bytes": summary["diff"]["bytes"]}
+        exact = summary["diff"].get("exact")
+        if exact:
+            small["diff"].update({k: exact[k] for k in ("added", "removed", "changed")})
+    return small
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(n) < 1024 or unit == "PiB":

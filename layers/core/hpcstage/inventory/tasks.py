@@ -20,7 +20,8 @@ from ..errors import IncompleteInventoryError, InputError
 from ..s3util import BUCKET_NAME
 from .lister import ListOptions, part_writer
 from .model import KeyRange, ShardResult
-from .output import S3Store
+from .output import S3Store, latest_key, latest_run, record_latest_run, run_root
+from .report import execution_summary
 from .runner import Progress, finalize, run_streams, seeds_from_hints
 from .stats import InventoryStats
 
@@ -54,13 +55,12 @@ class RunConfig:
 
     @property
     def root(self) -> str:
-        return f"{self.results_prefix.strip('/')}/{self.bucket}/{self.run_id}".lstrip("/")
+        return run_root(self.results_prefix, self.bucket, self.run_id)
 
     @property
     def latest_key(self) -> str:
         """Where the last successful run of this target records its root (for audits and hints)."""
-        target = self.prefix.replace("/", "%2F") or "%ROOT%"
-        return f"{self.results_prefix.strip('/')}/{self.bucket}/_latest/{target}.json".lstrip("/")
+        return latest_key(self.results_prefix, self.bucket, self.prefix)
 
     def store(self, s3: Any) -> S3Store:
         return S3Store(s3, self.results_bucket, self.root)
@@ -127,16 +127,10 @@ def _previous(
     s3: Any, cfg: RunConfig
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None, S3Store | None]:
     """The previous run's summary, per-range counts and output, for the same target, if recorded."""
-    from botocore.exceptions import ClientError
-
-    try:
-        latest = json.loads(s3.get_object(Bucket=cfg.results_bucket, Key=cfg.latest_key)["Body"].read())
-        prev = S3Store(s3, cfg.results_bucket, latest["root"])
-        return json.loads(prev.get_bytes("summary.json")), json.loads(prev.get_bytes("ranges.json")), prev
-    except ClientError as err:
-        if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            return None, None, None
-        raise
+    prev = latest_run(s3, cfg.results_bucket, cfg.latest_key)
+    if prev is None:
+        return None, None, None
+    return json.loads(prev.get_bytes("summary.json")), json.loads(prev.get_bytes("ranges.json")), prev
 
 
 def round_key(n: int) -> str:
@@ -298,33 +292,9 @@ def reduce_task(s3: Any, cfg: RunConfig, rounds: int, started: str) -> dict[str,
         previous_summary=previous,
         previous_store=previous_store,
     )
-    s3.put_object(
-        Bucket=cfg.results_bucket,
-        Key=cfg.latest_key,
-        Body=json.dumps({"root": cfg.root, "finished": summary["finished"]}).encode(),
-    )
-    small = {
-        k: summary[k]
-        for k in (
-            "bucket",
-            "prefix",
-            "objects",
-            "bytes",
-            "list_requests",
-            "list_cost_usd",
-            "ranges_planned",
-            "ranges_listed",
-            "retries",
-            "continuations",
-            "seconds",
-        )
-    }
-    small["summary"] = f"s3://{cfg.results_bucket}/{cfg.root}/summary.json"
-    if "diff" in summary:
-        small["diff"] = {"objects": summary["diff"]["objects"], "bytes": summary["diff"]["bytes"]}
-        exact = summary["diff"].get("exact")
-        if exact:
-            small["diff"].update({k: exact[k] for k in ("added", "removed", "changed")})
+    record_latest_run(s3, cfg.results_bucket, cfg.latest_key, cfg.root, summary["finished"])
+    small = execution_summary(summary, f"s3://{cfg.results_bucket}/{cfg.root}/summary.json")
+    small.update(ranges_planned=summary["ranges_planned"], continuations=summary["continuations"])
     return small
 
 
