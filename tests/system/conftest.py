@@ -25,6 +25,7 @@ def local_stack():  # type: ignore[no-untyped-def]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     # Without the "map_tolerance" patch a failed Distributed Map item yields null, as in stock moto;
     # the state machine's own completeness check (Continue) must catch that, so the tests run that way.
-    with LocalAws(patches=("lambda", "s3_listing", "map_iteration")) as aws:
+    # "dynamodb" serialises moto's DynamoDB, which is not thread-safe (the fleet's listers write it at once).
+    with LocalAws(patches=("lambda", "s3_listing", "map_iteration", "dynamodb")) as aws:
         deployed = aws.deploy(os.path.join(root, "template.yaml"), {}, root)
         yield aws, deployed

@@ -7,28 +7,19 @@ with SendTaskSuccess, which completes the `.waitForTaskToken` task in moto's int
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hpcstage.inventory import fleet
 from hpcstage.localcli import seed_bucket
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-@pytest.fixture(scope="module")
-def fleet_stack() -> Iterator[tuple[Any, Any]]:
-    from hpcstage.local import LocalAws
-
-    # "dynamodb": moto's DynamoDB serialised (many lister threads write the table at once)
-    with LocalAws(patches=("lambda", "s3_listing", "map_iteration", "dynamodb")) as aws:
-        deployed = aws.deploy(os.path.join(ROOT, "template.yaml"), {}, ROOT)
-        yield aws, deployed
+@pytest.fixture
+def fleet_stack(local_stack: tuple[Any, Any]) -> tuple[Any, Any]:
+    return local_stack  # tests/system/conftest.py: the template deployed once per module
 
 
 @pytest.fixture(autouse=True)
