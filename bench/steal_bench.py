@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kill", type=float, default=0.0, help="fraction of listers killed")
     ap.add_argument("--lease", type=float, default=10.0)
     ap.add_argument("--aimd", choices=("on", "off", "both"), default="off")
-    ap.add_argument("--publish-ways", type=int, default=1)
+    ap.add_argument("--publish-ways", type=int, default=15)
     ap.add_argument("--min-split-pages", type=float, default=8.0)
     ap.add_argument("--split-cpu", type=float, default=0.0)
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")

@@ -31,6 +31,7 @@ import heapq
 import itertools
 import math
 import random
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -62,7 +63,7 @@ class Config:
     poll_s: float = 0.5  # busy listers read the hunger shards this often
     idle_poll_s: float = 0.25  # an idle lister re-reads the shards this often
     expiry_check_s: float = 2.0  # an idle lister queries the lease-expiry index at most this often
-    publish_ways: int = 1  # pieces one busy-lister poll may publish (the brief: one upper piece)
+    publish_ways: int = 15  # pieces one stream's split may publish (fleet: SplitPolicy.max_ways - 1)
     lease_s: float = 10.0
     ckpt_pages: int = 50
     static_ranges: int = 1000
@@ -239,6 +240,8 @@ class Node:
         "home",
         "last_exp",
         "pages",
+        "scan_step",
+        "scan_every",
     )
 
     def __init__(self, nid: int, k: int, cpu_per_page: float, quota: int, home: int) -> None:
@@ -266,6 +269,8 @@ class Node:
         self.home = home
         self.last_exp = -1e9
         self.pages = 0
+        self.scan_step = 0
+        self.scan_every = 0.25
 
 
 @dataclass
@@ -350,6 +355,7 @@ class Sim:
         self.nodes: list[Node] = []
         self.shards = [Shard() for _ in range(cfg.shards)]
         self.counter = 0
+        self.live = 0  # listers started and not exited (a killed one stays counted, as in the store)
         self.done_flag = False
         self.leases: list[Lease] = []
         self.dead_leases: list[Lease] = []
@@ -688,20 +694,25 @@ class Sim:
         self.check_idle(node, t)
 
     def check_idle(self, node: Node, t: float) -> None:
+        mode = self.cfg.mode
+        if mode == "fleet":
+            # like fleet.Lister.acquire: any idle stream with nothing queued locally looks for work in the store
+            if node.idle and not node.queue:
+                self.claim_poll(node, t)
+            return
         if node.listing or node.queue:
             return
-        mode = self.cfg.mode
         if mode == "host":
             self.list_end = t
             self.end = t
-        elif mode == "static":
-            self.exit(node, t)
         else:
-            self.claim_poll(node, t)
+            self.exit(node, t)
 
     def exit(self, node: Node, t: float) -> None:
         if node.ended is None:
             node.ended = t
+            if self.cfg.mode == "fleet":
+                self.live -= 1
 
     # -- host --------------------------------------------------------------------------------------
     def _start_host(self) -> None:
@@ -769,6 +780,7 @@ class Sim:
             self.dispatch(node, self.now)
             self.check_idle(node, self.now)
         else:
+            self.live += 1  # fleet.Lister.run: +1 on its hunger shard's live count
             self.claim_poll(node, self.now)
 
     def kill(self, node: Node) -> None:
@@ -783,42 +795,58 @@ class Sim:
 
     # -- fleet: claiming ---------------------------------------------------------------------------
     def claim_poll(self, node: Node, t: float) -> None:
+        """An idle stream looks for work (fleet.Lister._scan): its home shard of open ranges first, then one
+        other shard at random; one Query each."""
         if node.claiming or not node.alive or node.ended is not None:
             return
         node.claiming = True
-        reads = {f"shard:{i}": 1 for i in range(self.cfg.shards)}
-        self.at(self.ddb(t, "poll_idle", reads=reads), self.on_claim_poll, node)
+        shard = node.home if node.scan_step == 0 else self.rng.randrange(self.cfg.shards)
+        self.at(self.ddb(t, "query_open", reads={f"shard:{shard}": 1}), self.on_query, node, shard)
 
-    def on_claim_poll(self, node: Node) -> None:
+    def on_query(self, node: Node, shard: int) -> None:
         if not node.alive:
             return
         now = self.now
+        cfg = self.cfg
         node.claiming = False
-        if node.listing or node.queue:
+        if not node.idle or node.queue:
             return
         if self.done_flag:
-            self.exit(node, now)
+            if not node.listing:
+                self.exit(node, now)
             return
-        cfg = self.cfg
-        if self.shards[node.home].open:
-            shard = node.home
-        else:
-            full = [i for i, s in enumerate(self.shards) if s.open]
-            shard = self.rng.choice(full) if full else -1
-        node.claiming = True
-        if shard >= 0:
-            self.at(self.ddb(now, "query_open", reads={f"shard:{shard}": 1}), self.on_query, node, shard)
+        items = self.shards[shard].open[:10]
+        if items:
+            node.scan_step = 0
+            node.scan_every = cfg.idle_poll_s
+            pick = self.rng.choice(items)
+            lid = len(self.leases)
+            part = f"lease:{(lid * 2654435761) % 256}"
+            writes = {f"shard:{shard}": 4, part: 2}
+            if node.hungry:
+                writes[f"shard:{node.home}"] = writes.get(f"shard:{node.home}", 0) + 2
+            node.claiming = True
+            self.at(self.ddb(now, "claim", writes=writes), self.on_claim, node, shard, pick)
             return
+        if node.scan_step == 0:
+            node.scan_step = 1  # the home shard was empty: one other shard at once
+            self.claim_poll(node, now)
+            return
+        node.scan_step = 0
         if self.dead_leases and now - node.last_exp >= cfg.expiry_check_s:
             node.last_exp = now
+            node.claiming = True
             self.at(self.ddb(now, "query_expired", reads={"lease-index": 1}), self.on_exp_query, node)
             return
         if not node.hungry:
             node.hungry = True
+            node.claiming = True
             self.at(self.ddb(now, "hunger_inc", writes={f"shard:{node.home}": 1}), self.on_hunger_inc, node)
             return
-        node.claiming = False
-        self.at(now + cfg.idle_poll_s, self.claim_poll, node, now + cfg.idle_poll_s)
+        # nothing anywhere it looked: back off (up to 8x) until something is found
+        wait = node.scan_every
+        node.scan_every = min(8 * cfg.idle_poll_s, 2 * node.scan_every)
+        self.at(now + wait, self.claim_poll, node, now + wait)
 
     def on_hunger_inc(self, node: Node) -> None:
         if not node.alive:
@@ -826,22 +854,6 @@ class Sim:
         self.shards[node.home].hunger += 1
         node.claiming = False
         self.claim_poll(node, self.now)
-
-    def on_query(self, node: Node, shard: int) -> None:
-        if not node.alive:
-            return
-        items = self.shards[shard].open[:10]
-        if not items:
-            node.claiming = False
-            self.claim_poll(node, self.now)
-            return
-        pick = self.rng.choice(items)
-        lid = len(self.leases)
-        part = f"lease:{(lid * 2654435761) % 256}"
-        writes = {f"shard:{shard}": 4, part: 2}
-        if node.hungry:
-            writes[f"shard:{node.home}"] = writes.get(f"shard:{node.home}", 0) + 2
-        self.at(self.ddb(self.now, "claim", writes=writes), self.on_claim, node, shard, pick)
 
     def on_claim(self, node: Node, shard: int, pick: KeyRange) -> None:
         if not node.alive:
@@ -854,7 +866,7 @@ class Sim:
             return
         s.open.remove(pick)
         self.res.claims += 1
-        if node.hungry:
+        if node.hungry and len(node.idle) <= 1:
             node.hungry = False
             home = self.shards[node.home]
             if home.hunger > 0:
@@ -929,15 +941,12 @@ class Sim:
     def on_busy_poll(self, node: Node) -> None:
         if not node.alive or not node.listing:
             return
+        # fleet.Lister.wanted: the hunger shards hold the hungry listers and the live ones; each busy
+        # lister serves its share of the hunger (twice over: shares are uneven) in each poll window
         hunger = sum(s.hunger for s in self.shards)
-        open_ = sum(len(s.open) for s in self.shards)
-        deficit = hunger - open_
-        if deficit <= 0:
+        if hunger <= 0:
             return
-        shard = max(range(len(self.shards)), key=lambda i: (self.shards[i].hunger, -i))
-        k = min(deficit, self.shards[shard].hunger, self.cfg.publish_ways)
-        if k <= 0:
-            return
+        k = min(hunger, math.ceil(2 * hunger / max(1, self.live - hunger)))
 
         def score(st: Stream) -> float:
             assert st.cursor is not None
@@ -947,25 +956,33 @@ class Sim:
 
         cands = [s for s in node.streams if s.state in ("list", "park") and s.cursor is not None and s.last]
         cands.sort(key=lambda s: (-score(s), s.sid))
-        for st in cands[:2]:
-            pieces = self.engine_split(st, k + 1)
+        # like fleet.Lister.wanted/give: every stream of the lister may give after its page, until the
+        # hunger it read is served
+        for st in cands:
+            if k <= 0:
+                return
+            pieces = self.engine_split(st, min(k, self.cfg.publish_ways) + 1)
             if pieces:
+                k -= len(pieces)
                 lease = st.lease
                 assert lease is not None
                 lease.live += len(pieces)
-                writes = {f"shard:{shard}": 2 * (len(pieces) + 1), "counter": 2, lease.part: 2}
+                writes = {"counter": 2, lease.part: 2}
+                for p in pieces:
+                    w = f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}"
+                    writes[w] = writes.get(w, 0) + 2
                 t = self.ddb(self.now, "publish", writes=writes)
-                self.at(t, self.on_publish, node, lease, shard, pieces)
-                return
+                self.at(t, self.on_publish, node, lease, pieces)
 
-    def on_publish(self, node: Node, lease: Lease, shard: int, pieces: list[KeyRange]) -> None:
+    def on_publish(self, node: Node, lease: Lease, pieces: list[KeyRange]) -> None:
         if not node.alive:
             return
-        s = self.shards[shard]
         k = len(pieces)
-        if s.hunger >= k and lease.owner is node:
-            s.hunger -= k
-            s.open.extend(pieces)
+        if lease.owner is node:
+            # hunger is the hungry listers' own count (fleet.Lister._set_hungry): donors do not lower it.
+            # Each piece goes to the shard its id hashes to (fleet.FleetStore._open_put).
+            for p in pieces:
+                self.shards[zlib.crc32(p.id.encode()) % len(self.shards)].open.append(p)
             self.counter += k
             lease.donated.extend(pieces)
             lease.live -= k

@@ -23,6 +23,7 @@ import pytest
 from helpers import seed
 from hpcstage.inventory import fleet
 from hpcstage.inventory.lister import ListOptions
+from hpcstage.inventory.steal import SplitPolicy
 from hpcstage.s3util import count_requests
 from moto import mock_aws
 
@@ -112,7 +113,12 @@ def config(prefix: str = "", **kw: Any) -> fleet.FleetConfig:
 
 def fast_options(**kw: Any) -> fleet.ListerOptions:
     return fleet.ListerOptions(
-        scan_interval_s=0.02, idle_wait_s=0.02, hunger_poll_s=0.05, listing=ListOptions(page_size=100), **kw
+        scan_interval_s=0.02,
+        idle_wait_s=0.02,
+        hunger_poll_s=0.05,
+        # pages of 100 keys, and ranges of 2 pages worth splitting: 1,000 keys are shared among the streams
+        listing=ListOptions(page_size=100, policy=SplitPolicy(min_split_pages=2, page_keys=100)),
+        **kw,
     )
 
 
@@ -247,26 +253,37 @@ def test_a_lister_killed_mid_range_is_taken_over_from_its_checkpoint(aws: tuple[
     seed("bkt", objects)
     clock = Clock()
     cfg = config(streams=2, checkpoint_pages=2, lease_seconds=5)
-    killed = {"pages": 0}
+    killed: dict[str, int] = {}
+    lock = threading.Lock()
 
-    def die(owner: str, pages: int) -> None:
-        killed["pages"] = pages
-        if pages >= 3:
-            raise RuntimeError("lister killed")
+    def dier(i: int) -> Callable[[str, int], None]:
+        def die(owner: str, pages: int) -> None:
+            # the first lister to list 3 pages dies there (mid-range: it holds leases); its heartbeat dies too
+            if pages >= 3:
+                with lock:
+                    killed.setdefault("index", i)
+                    if killed["index"] != i:
+                        return
+                raise RuntimeError("lister killed")
+
+        return die
 
     def options(i: int) -> fleet.ListerOptions:
-        # lister 0 (started first: it claims the root range) dies after 3 pages; its heartbeat dies with it
-        return fast_options(after_page=die if i == 0 else None)
+        return fast_options(after_page=dier(i))
 
     def expire_after_death(threads: list[threading.Thread], errors: dict[int, BaseException]) -> None:
-        threads[0].join(timeout=30)
-        assert isinstance(errors.get(0), RuntimeError)
+        deadline = time.monotonic() + 30
+        while "index" not in killed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        dead = killed["index"]
+        threads[dead].join(timeout=30)
+        assert isinstance(errors.get(dead), RuntimeError)
         clock.offset += 10  # past the dead lister's leases (and, briefly, the live ones': they are renewed)
 
     summary, _, errors = run_fleet(
         s3, ddb, cfg, listers=3, clock=clock, options=options, on_started=expire_after_death, stagger=0.5
     )
-    assert set(errors) == {0}
+    assert set(errors) == {killed["index"]}
     check_exact(s3, cfg, summary, objects)
 
 

@@ -25,6 +25,7 @@ def fleet_stack(local_stack: tuple[Any, Any]) -> tuple[Any, Any]:
 @pytest.fixture(autouse=True)
 def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fleet, "PAGE_SIZE", 100)  # many pages (splits, checkpoints) from a few thousand keys
+    monkeypatch.setattr(fleet, "MIN_SPLIT_PAGES", 2)  # and ranges of 2 such pages worth splitting
 
 
 def run(stack: Any, event: Any) -> Any:

@@ -7,6 +7,7 @@ brute-force listing.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Sequence
@@ -190,12 +191,44 @@ def test_cut_points_lie_strictly_inside(
 
 
 def test_open_split_spreads_over_the_space_above() -> None:
-    """An open remainder after a page of hex keys is cut where hex keys can still be, not only near lo."""
-    page = [f"00{i:02x}{'0' * 30}" for i in range(256)]
+    """An open remainder after a page of path-like keys is cut where keys can still be, not only near lo."""
+    page = [f"00{i:02x}/part-{'0' * 5}.gz" for i in range(256)]
     cuts = cut_points(page[-1], None, "", page, 16)
     assert {"01", "02", "1"} <= set(cuts)  # the next sibling under "0", and the next top-level digit
-    assert all(len(c) <= 2 for c in cuts)  # never inside the constant zero padding
+    assert all(len(c) <= 2 for c in cuts)  # never inside the constant "/part-00000.gz"
     assert sum(len(c) == 1 for c in cuts) <= 4  # few cuts into the unknown space at the top
+
+
+def test_open_split_of_hex_names_interpolates_up_to_the_last_hex_digit() -> None:
+    """Hex names (every byte listed is a hex digit): the space above lo is bounded by "g", cut evenly in
+    base 16, and what lies above "g" (most likely nothing) is one last open piece."""
+    page = [f"00{i:02x}{'0' * 30}" for i in range(256)]
+    cuts = cut_points(page[-1], None, "", page, 16)
+    assert len(cuts) == 15 and cuts[-1] == "g"
+    assert [c[0] for c in cuts[:-1]] == list("123456789abcde")  # one piece per sixteenth of the space
+    assert all(set(c) <= set("0123456789abcdef") for c in cuts[:-1])
+
+
+def test_hex_names_are_estimated_and_cut_in_base_16_from_one_page() -> None:
+    """A page of sorted hex names shows one value at its shallow positions; the estimate and the cuts still
+    take all sixteen there. The page below covers "11a1..." only; its range runs to "2", so nearly all of
+    "1" (and "12".."1f", never seen) is ahead."""
+    rng = random.Random(3)
+    keys = sorted("11a1" + f"{rng.getrandbits(112):028x}" for _ in range(1000))
+
+    def x(key: str) -> float:  # a key's place in the key space, as a hex fraction
+        return int(key[:12].ljust(12, "0"), 16) / 16**12
+
+    cur = Cursor(KeyRange(id="x", start_after="11", end="2"))
+    cur.take(keys, True, "token")
+    expected = 1000 * (x("2") - x(keys[-1])) / (x(keys[-1]) - x(keys[0])) / 1000  # pages from pos to "2"
+    est = cur.remaining_pages(1000)
+    assert est is not None and abs(est - expected) / expected < 0.01
+    cuts = cut_points(cur.pos, "2", "", cur.sample, 5)
+    assert len(cuts) == 4
+    for i, c in enumerate(cuts, 1):  # at i/5 of the way from pos to "2"
+        ideal = x(keys[-1]) + i / 5 * (x("2") - x(keys[-1]))
+        assert abs(x(c) - ideal) < 0.01 * (x("2") - x(keys[-1]))
 
 
 def test_open_split_of_non_ascii_keys() -> None:

@@ -69,6 +69,7 @@ Choices (and why):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -92,6 +93,7 @@ from .output import PartWriter, S3Store, latest_key, latest_run, record_latest_r
 from .report import execution_summary
 from .runner import finalize, seeds_from_hints
 from .stats import InventoryStats
+from .steal import DEFAULT_MIN_SPLIT_PAGES, SplitPolicy
 
 HUNGER_SHARDS = 16
 OPEN_SHARDS = 16
@@ -105,6 +107,7 @@ DEFAULT_STOP_MARGIN_S = 60.0
 # Items kept after a run (TTL), long enough for a slow reduce and for debugging.
 RUN_TTL_S = 7 * 24 * 3600
 PAGE_SIZE = 1000  # keys per ListObjectsV2 page (tests lower it to get many pages from few keys)
+MIN_SPLIT_PAGES = DEFAULT_MIN_SPLIT_PAGES  # (tests lower it too, to split a few thousand keys)
 MAX_PIECES = 64  # TransactWriteItems holds at most 100 items: lease + meta + pieces
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
 
@@ -762,17 +765,22 @@ class FleetStore:
         )
 
     # hunger
-    def hunger(self) -> int:
+    def hunger(self) -> tuple[int, int]:
+        """(hungry listers, live listers), summed over the hunger shards (one BatchGetItem)."""
         keys = [{"pk": {"S": self.hunger_pk}, "sk": {"S": str(s)}} for s in range(HUNGER_SHARDS)]
         got = self.ddb.batch_get_item(RequestItems={self.table: {"Keys": keys}})
-        total = sum(int(_item(raw).get("n", 0)) for raw in got.get("Responses", {}).get(self.table, []))
-        return max(0, total)
+        items = [_item(raw) for raw in got.get("Responses", {}).get(self.table, [])]
+        hungry = sum(int(it.get("n", 0)) for it in items)
+        live = sum(int(it.get("live", 0)) for it in items)
+        return max(0, hungry), max(0, live)
 
-    def add_hunger(self, shard: int, delta: int) -> None:
+    def add_hunger(self, shard: int, delta: int, attr: str = "n") -> None:
+        """Add to a hunger shard's count of hungry listers (``n``) or of live ones (``live``)."""
         self.ddb.update_item(
             TableName=self.table,
             Key={"pk": {"S": self.hunger_pk}, "sk": {"S": str(shard)}},
-            UpdateExpression="ADD n :d SET expires = :x",
+            UpdateExpression="ADD #a :d SET expires = :x",
+            ExpressionAttributeNames={"#a": attr},
             ExpressionAttributeValues={":d": _n(delta), ":x": self._expires()},
         )
 
@@ -880,7 +888,11 @@ class ListerOptions:
     idle_wait_s: float = 0.1
     hunger_poll_s: float = 0.5
     heartbeat_s: float | None = None  # default: lease / 3
-    listing: ListOptions = field(default_factory=lambda: ListOptions(page_size=PAGE_SIZE))
+    listing: ListOptions = field(
+        default_factory=lambda: ListOptions(
+            page_size=PAGE_SIZE, policy=SplitPolicy(min_split_pages=MIN_SPLIT_PAGES, page_keys=PAGE_SIZE)
+        )
+    )
     after_page: Callable[[str, int], None] | None = None  # (lister id, pages so far): fault injection
 
 
@@ -1082,7 +1094,10 @@ class Lister:
         self._active: dict[int, Lease] = {}
         self._scan_lock = threading.Lock()
         self._last_scan = 0.0
-        self._hungry_shard: int | None = None
+        self._hungry = False
+        # the hunger shard this lister counts itself in (live, and hungry when it is), and the shard of open
+        # ranges it looks at first: spread over the shards so that idle listers do not all read one
+        self.home = random.randrange(HUNGER_SHARDS)
         self._hunger_lock = threading.Lock()
         self._scan_every = self.options.scan_interval_s
         self._last_lease_scan = 0.0
@@ -1122,8 +1137,12 @@ class Lister:
             now = time.monotonic()
             if now - self._hunger_at >= self.options.hunger_poll_s:
                 self._hunger_at = now
-                total = self.store.hunger()
-                self._hunger_seen = max(0, total - (1 if self._hungry_shard is not None else 0))
+                hungry, live = self.store.hunger()
+                hungry = max(0, hungry - (1 if self._hungry else 0))
+                # this lister's share of the fleet's hunger: busy listers split it between them (twice
+                # over, as shares are uneven); the remainder is served by the next poll
+                donors = max(1, live - hungry)
+                self._hunger_seen = min(hungry, -(-2 * hungry // donors))
                 self._hunger_served = 0
             remote = max(0, self._hunger_seen - self._hunger_served)
         return max(0, local) + remote
@@ -1141,12 +1160,12 @@ class Lister:
     # acquiring work
     def _set_hungry(self, hungry: bool) -> None:
         with self._hunger_lock:
-            if hungry and self._hungry_shard is None:
-                self._hungry_shard = random.randrange(HUNGER_SHARDS)
-                self.store.add_hunger(self._hungry_shard, 1)
-            elif not hungry and self._hungry_shard is not None:
-                shard, self._hungry_shard = self._hungry_shard, None
-                self.store.add_hunger(shard, -1)
+            if hungry and not self._hungry:
+                self._hungry = True
+                self.store.add_hunger(self.home, 1)
+            elif not hungry and self._hungry:
+                self._hungry = False
+                self.store.add_hunger(self.home, -1)
 
     def _claim_queued(self) -> Lease | None:
         while True:
@@ -1159,9 +1178,10 @@ class Lister:
                 return lease
 
     def _scan(self) -> Lease | None:
-        """Open ranges first (a random shard order), then expired leases; sets ``finished`` when none remain."""
-        shards = list(range(OPEN_SHARDS))
-        random.shuffle(shards)
+        """Open ranges first (the home shard, then one other at random: one Query each, so that a thousand
+        idle listers do not read every shard), then expired leases; sets ``finished`` when none remain."""
+        other = random.randrange(OPEN_SHARDS - 1)
+        shards = [self.home % OPEN_SHARDS, other + (other >= self.home % OPEN_SHARDS)]
         for s in shards:
             found = self.store.open_ranges(s, limit=self.cfg.streams)
             if found:
@@ -1288,6 +1308,7 @@ class Lister:
 
     def run(self) -> dict[str, Any]:
         self.store.add_meta("live", 1)
+        self.store.add_hunger(self.home, 1, "live")
         stop = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(stop,), name="heartbeat", daemon=True)
         beat.start()
@@ -1300,12 +1321,17 @@ class Lister:
             stop.set()
         if self.errors:
             err = self.errors[0]
+            # best effort: a lister that dies outright (timeout, out of memory) cannot do this
+            with contextlib.suppress(Exception):
+                self._set_hungry(False)
+                self.store.add_hunger(self.home, -1, "live")
             if isinstance(err, BucketError):
                 token = self.store.record_error(str(err))
                 if token is not None:
                     send_failure(self.sfn, token, type(err).__name__, str(err))
             raise err  # a crash: no cleanup, the leases expire and are taken over
         self._set_hungry(False)
+        self.store.add_hunger(self.home, -1, "live")
         meta = self.store.add_meta("live", -1)
         if (
             int(meta.get("live", 0)) <= 0

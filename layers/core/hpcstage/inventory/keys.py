@@ -12,6 +12,7 @@ increasing order. The arithmetic only decides *where* cuts fall.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 
 # Bytes of the suffix (after the common prefix) used as the coordinate; 16 bytes resolves
 # 2**128 positions between any two bounds, far more than any bucket has keys.
@@ -87,6 +88,22 @@ END = -1  # the end-of-key marker sorts before every byte ("abc" < "abc/...")
 ALPHABET_POSITIONS = 48  # positions after the common prefix that a coordinate resolves
 
 
+HEX_LOWER = frozenset(b"0123456789abcdef")
+HEX_UPPER = frozenset(b"0123456789ABCDEF")
+
+
+def hex_alphabet(keys: Iterable[bytes], start: int) -> frozenset[int] | None:
+    """The hex digits of one case when every byte of ``keys`` after ``start`` is one (and a letter shows up),
+    else None. Only keys actually listed are evidence: range bounds may be cut points in any class."""
+    seen: set[int] = set()
+    for k in keys:
+        seen.update(k[start:])
+    for h in (HEX_LOWER, HEX_UPPER):
+        if seen and seen <= h and not seen <= HEX_LOWER & HEX_UPPER:
+            return h
+    return None
+
+
 class Alphabet:
     """The byte values seen at each position of sampled keys.
 
@@ -107,8 +124,12 @@ class Alphabet:
     # Hex letters are a class of their own: a position that shows only a-f is hex, not the whole alphabet.
     CLASSES = ((0x30, 0x39), (0x41, 0x46), (0x47, 0x5A), (0x61, 0x66), (0x67, 0x7A))
 
-    def __init__(self, close_singletons: bool = False) -> None:
+    def __init__(self, close_singletons: bool = False, hex_class: frozenset[int] | None = None) -> None:
         self.close_singletons = close_singletons
+        # hex_class (see ``hex_alphabet``): the keys are hex names (content-addressed, UUIDs), so a position
+        # showing any hex digit uses all sixteen: a page of sorted keys shows one value at its shallow
+        # positions, which says nothing of the other fifteen.
+        self.hex_class = hex_class
         self._seen: list[set[int]] = []
         self._cols: list[list[int] | None] = []
 
@@ -133,6 +154,9 @@ class Alphabet:
         if col is None:
             seen = self._seen[p]
             closed = set(seen)
+            hexc = self.hex_class
+            if hexc is not None and any(v in hexc for v in seen):
+                closed.update(hexc)
             for lo, hi in self.CLASSES:
                 members = sum(1 for x in seen if lo <= x <= hi)
                 if members >= 2 or (members and self.close_singletons):

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .keys import Alphabet, Interval, ceil_utf8, common_prefix, encode
+from .keys import Alphabet, Interval, ceil_utf8, common_prefix, encode, hex_alphabet
 from .model import KeyRange
 
 # Keys kept per stream to learn the alphabet of the key space near its position: the last page's keys,
@@ -118,6 +118,11 @@ def cut_points(
     hi_b = encode(hi) if hi is not None else None
     sample_b = sorted({encode(k) for k in sample})
     points: list[str] = []
+    top = hex_top(prefix, sample_b)
+    if hi_b is None and top is not None and lo_b < encode(top):
+        # hex names: the space above lo ends at the prefix's last hex digit; cut it as a bounded range and
+        # leave whatever lies above (most likely nothing: one request) as the last, open piece
+        return [*cut_points(lo, top, prefix, sample, ways - 1), top]
     if hi_b is None:
         points = _open_points(lo_b, prefix, sample_b, ways)
     else:
@@ -131,7 +136,7 @@ def cut_points(
             points = [c for c in _open_points(lo_b, prefix, sample_b, ways) if encode(c) < hi_b]
             if points:
                 return points
-        alphabet = Alphabet()
+        alphabet = Alphabet(hex_class=hex_alphabet(sample_b, split_at))
         for k in (*sample_b, lo_b, hi_b):
             alphabet.add(k)
         try:
@@ -151,6 +156,16 @@ def cut_points(
             out.append(p)
             last = pb
     return out
+
+
+def hex_top(prefix: str, sample_b: Sequence[bytes]) -> str | None:
+    """For hex names under ``prefix`` (see keys.hex_alphabet): the first key past every hex name there, e.g.
+    ``prefix + "g"``; None for other key spaces."""
+    base = encode(prefix)
+    hexc = hex_alphabet(sample_b, len(base))
+    if hexc is None:
+        return None
+    return prefix + chr(max(hexc) + 1)
 
 
 def _class_of(v: int) -> tuple[int, int] | None:
@@ -176,11 +191,15 @@ def _open_points(lo_b: bytes, prefix: str, sample_b: Sequence[bytes], ways: int)
     ordered = sorted({*sample_b, lo_b})
     diffs = [len(common_prefix(a, b)) for a, b in itertools.pairwise(ordered)]
     deepest = min(max([base, *diffs]), max(base, len(lo_b) - 1))
+    hexc = hex_alphabet(sample_b, base)
     levels: list[tuple[int, list[int]]] = []
     for d in range(deepest, base - 1, -1):
         above = lo_b[d] if d < len(lo_b) else -1
         everywhere = {k[d] for k in ordered if len(k) > d}
-        if len(everywhere) > 1:
+        if hexc is not None and above in hexc:
+            # hex names: every position takes all sixteen digits, whatever one page showed of it
+            values = sorted(v for v in hexc if v > above)
+        elif len(everywhere) > 1:
             values = sorted(v for v in everywhere if v > above)
             if not values:
                 classes = {c for v in everywhere if (c := _class_of(v)) is not None}
@@ -284,15 +303,24 @@ class Cursor:
         """
         if self.done:
             return 0.0
-        if self.range.end is None or self.first is None or self.pos is None:
+        if self.first is None or self.pos is None:
             return None
-        first_b, lo_b, hi_b = encode(self.first), encode(self.pos), encode(self.range.end)
+        end = self.range.end
+        if end is None:
+            # an open range of hex names ends (for the estimate) where hex names under the prefix end
+            end = hex_top(self.prefix, [encode(self.first), *map(encode, self.sample)])
+            if end is None:
+                return None
+        first_b, lo_b, hi_b = encode(self.first), encode(self.pos), encode(end)
         if lo_b >= hi_b:
             return 0.0
         if first_b >= lo_b:
             return None
-        alphabet = Alphabet(close_singletons=True)
-        for k in (first_b, *map(encode, self.sample), hi_b):
+        sample_b = [first_b, *map(encode, self.sample)]
+        alphabet = Alphabet(
+            close_singletons=True, hex_class=hex_alphabet(sample_b, len(common_prefix(first_b, hi_b)))
+        )
+        for k in (*sample_b, hi_b):
             alphabet.add(k)
         try:
             frame = Interval(first_b, hi_b, alphabet)
