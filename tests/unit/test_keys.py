@@ -68,3 +68,25 @@ def test_vectorised_bit_length_is_exact() -> None:
     values = [0, 1, 2, 3, 4, 7, 8, 2**42 - 1, 2**42, 5 * 2**40, 2**52 - 1, 2**53 + 1, 2**62, 2**63 - 1]
     values += [rng.getrandbits(rng.randint(1, 63)) for _ in range(20_000)]
     assert bit_length(pa.array(values, pa.int64())).to_pylist() == [v.bit_length() for v in values]
+
+
+def test_code_run_learns_the_code_a_page_of_keys_ends_in() -> None:
+    from hpcstage.inventory.keys import code_run
+
+    hexes = sorted(f"11a1{i * 7919 % 65536:04x}".encode() for i in range(300))
+    run = code_run(hexes, 0)
+    assert run is not None and (run.start, run.end) == (0, 8)  # "11a1" is hex too: the code starts at 0
+    assert run.alphabet == frozenset(b"0123456789abcdef")
+    assert run.top(hexes[0]) == b"g"
+
+    b36 = sorted(f"logs/hot/0c{c1}{c2}.dat".encode() for c1 in "05acz" for c2 in "0123456789xyz")
+    run = code_run(b36, 0)
+    assert run is not None and (run.start, run.end) == (9, 13)  # "0c" and the varying two; not ".dat"
+    assert run.alphabet == frozenset(b"05acz0123456789xyz")
+
+    parts = sorted(f"day=05/part-{i:05d}.parquet".encode() for i in range(100, 400))
+    run = code_run(parts, 0)
+    assert run is not None and (run.start, run.end) == (12, 17)  # "00" before the varying digits, not "-"
+
+    assert code_run(sorted([b"a/x", b"a/y"]), 0) is None  # two values: too little evidence
+    assert code_run([b"only"], 0) is None

@@ -191,12 +191,22 @@ def test_cut_points_lie_strictly_inside(
 
 
 def test_open_split_spreads_over_the_space_above() -> None:
-    """An open remainder after a page of path-like keys is cut where keys can still be, not only near lo."""
+    """An open remainder after a page of path-like keys is cut where keys can still be, not only near lo:
+    the next siblings at every level of the counter "run-NNN" (learned as a digit code from the page), and a
+    few cuts into the unknown space above "run-"."""
+    page = [f"run-{i:03d}/part-{'0' * 5}.gz" for i in range(256)]
+    cuts = cut_points(page[-1], None, "", page, 16)
+    assert {"run-256", "run-26", "run-3"} <= set(cuts)  # next sibling at each digit of the counter
+    assert all("/" not in c for c in cuts)  # never inside the constant "/part-00000.gz"
+    assert 1 <= sum(not c.startswith("run-") for c in cuts) <= 4  # few cuts into the unknown space above
+
+
+def test_open_split_of_hex_directories_covers_the_hex_space() -> None:
+    """Directories named by hex digits: the first level is hex too, so cuts cover "1".."f" up to "g"."""
     page = [f"00{i:02x}/part-{'0' * 5}.gz" for i in range(256)]
     cuts = cut_points(page[-1], None, "", page, 16)
-    assert {"01", "02", "1"} <= set(cuts)  # the next sibling under "0", and the next top-level digit
+    assert {"01", "1", "d"} <= set(cuts) and cuts[-1] == "g"
     assert all(len(c) <= 2 for c in cuts)  # never inside the constant "/part-00000.gz"
-    assert sum(len(c) == 1 for c in cuts) <= 4  # few cuts into the unknown space at the top
 
 
 def test_open_split_of_hex_names_interpolates_up_to_the_last_hex_digit() -> None:

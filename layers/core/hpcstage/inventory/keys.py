@@ -12,7 +12,8 @@ increasing order. The arithmetic only decides *where* cuts fall.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 # Bytes of the suffix (after the common prefix) used as the coordinate; 16 bytes resolves
 # 2**128 positions between any two bounds, far more than any bucket has keys.
@@ -88,20 +89,64 @@ END = -1  # the end-of-key marker sorts before every byte ("abc" < "abc/...")
 ALPHABET_POSITIONS = 48  # positions after the common prefix that a coordinate resolves
 
 
-HEX_LOWER = frozenset(b"0123456789abcdef")
-HEX_UPPER = frozenset(b"0123456789ABCDEF")
+MIN_CODE_ALPHABET = 3  # distinct values a code's varying positions must show before they say anything
 
 
-def hex_alphabet(keys: Iterable[bytes], start: int) -> frozenset[int] | None:
-    """The hex digits of one case when every byte of ``keys`` after ``start`` is one (and a letter shows up),
-    else None. Only keys actually listed are evidence: range bounds may be cut points in any class."""
-    seen: set[int] = set()
-    for k in keys:
-        seen.update(k[start:])
-    for h in (HEX_LOWER, HEX_UPPER):
-        if seen and seen <= h and not seen <= HEX_LOWER & HEX_UPPER:
-            return h
-    return None
+@dataclass(frozen=True)
+class CodeRun:
+    """Where sampled keys end in a code (hex digests, UUIDs, base-36 ids, zero-padded counters) and the
+    alphabet its characters are drawn from, learned from the positions where the sampled keys differ.
+
+    A page of sorted keys differs only at its deepest positions; the code's shallower positions show one
+    value each, which says nothing of the others the code uses. Positions from ``start`` to the end of the
+    code take the whole alphabet: in estimates, in interpolated cuts and in the cuts of an open remainder.
+    """
+
+    start: int  # first position of the code (the keys' shared prefix ends here)
+    end: int  # one past its last position (a "/" or a constant suffix such as ".parquet" after it)
+    alphabet: frozenset[int]
+
+    def covers(self, p: int) -> bool:
+        return self.start <= p < self.end
+
+    def top(self, key: bytes) -> bytes | None:
+        """A key greater than every key sharing ``key[:start]`` whose code continues with the alphabet's
+        characters; None if no byte is left above the alphabet."""
+        hi = max(self.alphabet) + 1
+        return key[: self.start] + bytes([hi]) if hi < 0x80 else None
+
+
+def code_run(keys: Sequence[bytes], start: int) -> CodeRun | None:
+    """The code that ``keys`` (sorted, sharing their first ``start`` bytes) end in, if any.
+
+    The varying positions are those from where the first and last key differ to the end of that path
+    segment. Their union of values is the alphabet when it has at least MIN_CODE_ALPHABET values; the code
+    extends left over constant positions whose values are in the alphabet (no "/" crossed) and right over
+    positions whose values all are.
+    """
+    if len(keys) < 2:
+        return None
+    f = len(common_prefix(keys[0], keys[-1]))
+    if f < start:
+        return None
+    longest = max(len(k) for k in keys)
+    alphabet: set[int] = set()
+    end = f
+    while end < longest:
+        col = {k[end] for k in keys if len(k) > end}
+        if 0x2F in col or len(col) < 2 and end > f:
+            break
+        alphabet |= col
+        end += 1
+    if len(alphabet) < MIN_CODE_ALPHABET:
+        return None
+    while end < longest and all(len(k) > end and k[end] in alphabet for k in keys):
+        end += 1  # constant positions after the varying ones, inside the alphabet ("...0a" of a digest)
+    begin = f
+    first = keys[0]
+    while begin > start and first[begin - 1] in alphabet:
+        begin -= 1
+    return CodeRun(begin, end, frozenset(alphabet))
 
 
 class Alphabet:
@@ -124,12 +169,10 @@ class Alphabet:
     # Hex letters are a class of their own: a position that shows only a-f is hex, not the whole alphabet.
     CLASSES = ((0x30, 0x39), (0x41, 0x46), (0x47, 0x5A), (0x61, 0x66), (0x67, 0x7A))
 
-    def __init__(self, close_singletons: bool = False, hex_class: frozenset[int] | None = None) -> None:
+    def __init__(self, close_singletons: bool = False, code: CodeRun | None = None) -> None:
         self.close_singletons = close_singletons
-        # hex_class (see ``hex_alphabet``): the keys are hex names (content-addressed, UUIDs), so a position
-        # showing any hex digit uses all sixteen: a page of sorted keys shows one value at its shallow
-        # positions, which says nothing of the other fifteen.
-        self.hex_class = hex_class
+        # code (see ``code_run``): positions inside the code the keys end in take its whole alphabet
+        self.code = code
         self._seen: list[set[int]] = []
         self._cols: list[list[int] | None] = []
 
@@ -154,9 +197,9 @@ class Alphabet:
         if col is None:
             seen = self._seen[p]
             closed = set(seen)
-            hexc = self.hex_class
-            if hexc is not None and any(v in hexc for v in seen):
-                closed.update(hexc)
+            code = self.code
+            if code is not None and code.covers(p) and any(v in code.alphabet for v in seen):
+                closed.update(code.alphabet)
             for lo, hi in self.CLASSES:
                 members = sum(1 for x in seen if lo <= x <= hi)
                 if members >= 2 or (members and self.close_singletons):

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .keys import Alphabet, Interval, ceil_utf8, common_prefix, encode, hex_alphabet
+from .keys import Alphabet, CodeRun, Interval, ceil_utf8, code_run, common_prefix, encode
 from .model import KeyRange
 
 # Keys kept per stream to learn the alphabet of the key space near its position: the last page's keys,
@@ -118,13 +118,14 @@ def cut_points(
     hi_b = encode(hi) if hi is not None else None
     sample_b = sorted({encode(k) for k in sample})
     points: list[str] = []
-    top = hex_top(prefix, sample_b)
-    if hi_b is None and top is not None and lo_b < encode(top):
-        # hex names: the space above lo ends at the prefix's last hex digit; cut it as a bounded range and
-        # leave whatever lies above (most likely nothing: one request) as the last, open piece
+    code = code_run(sample_b, len(encode(prefix)))
+    top = code_top(code, sample_b, prefix)
+    if hi_b is None and top is not None and lo_b < encode(top) and ways > 2:
+        # the keys are a code: the space above lo ends past the alphabet's last character; cut it as a
+        # bounded range and leave what lies above (most likely nothing: one request) as the last, open piece
         return [*cut_points(lo, top, prefix, sample, ways - 1), top]
     if hi_b is None:
-        points = _open_points(lo_b, prefix, sample_b, ways)
+        points = _open_points(lo_b, prefix, sample_b, ways, code)
     else:
         if lo_b >= hi_b:
             return []
@@ -133,10 +134,10 @@ def cut_points(
             # lo sits inside a directory that end is not in: between them lie sibling directories, which
             # interpolation would treat as a filled space ("month=15"). Cut at the siblings lo's own path
             # suggests, below end, as for an open remainder.
-            points = [c for c in _open_points(lo_b, prefix, sample_b, ways) if encode(c) < hi_b]
+            points = [c for c in _open_points(lo_b, prefix, sample_b, ways, code) if encode(c) < hi_b]
             if points:
                 return points
-        alphabet = Alphabet(hex_class=hex_alphabet(sample_b, split_at))
+        alphabet = Alphabet(code=code)
         for k in (*sample_b, lo_b, hi_b):
             alphabet.add(k)
         try:
@@ -158,21 +159,27 @@ def cut_points(
     return out
 
 
-def hex_top(prefix: str, sample_b: Sequence[bytes]) -> str | None:
-    """For hex names under ``prefix`` (see keys.hex_alphabet): the first key past every hex name there, e.g.
-    ``prefix + "g"``; None for other key spaces."""
-    base = encode(prefix)
-    hexc = hex_alphabet(sample_b, len(base))
-    if hexc is None:
+def code_top(code: CodeRun | None, sample_b: Sequence[bytes], prefix: str) -> str | None:
+    """When the keys under ``prefix`` are one code (hex names, ids; no directories): the first key past
+    every key the code's alphabet can spell (``prefix + "g"`` for hex names); else None."""
+    if code is None or not sample_b or code.start != len(encode(prefix)):
         return None
-    return prefix + chr(max(hexc) + 1)
+    top = code.top(sample_b[0])
+    if top is None:
+        return None
+    try:
+        return top.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _class_of(v: int) -> tuple[int, int] | None:
     return next((c for c in _CLASSES if c[0] <= v <= c[1]), None)
 
 
-def _open_points(lo_b: bytes, prefix: str, sample_b: Sequence[bytes], ways: int) -> list[str]:
+def _open_points(
+    lo_b: bytes, prefix: str, sample_b: Sequence[bytes], ways: int, code: CodeRun | None = None
+) -> list[str]:
     """Cut points above ``lo_b`` when nothing above it is known.
 
     A key above lo shares lo's first d bytes and has a larger byte at position d, for some d. For each d up
@@ -191,14 +198,14 @@ def _open_points(lo_b: bytes, prefix: str, sample_b: Sequence[bytes], ways: int)
     ordered = sorted({*sample_b, lo_b})
     diffs = [len(common_prefix(a, b)) for a, b in itertools.pairwise(ordered)]
     deepest = min(max([base, *diffs]), max(base, len(lo_b) - 1))
-    hexc = hex_alphabet(sample_b, base)
     levels: list[tuple[int, list[int]]] = []
     for d in range(deepest, base - 1, -1):
         above = lo_b[d] if d < len(lo_b) else -1
         everywhere = {k[d] for k in ordered if len(k) > d}
-        if hexc is not None and above in hexc:
-            # hex names: every position takes all sixteen digits, whatever one page showed of it
-            values = sorted(v for v in hexc if v > above)
+        if code is not None and code.covers(d) and above in code.alphabet:
+            # inside the code the keys end in: every position takes the code's whole alphabet, whatever
+            # one page showed of it
+            values = sorted(v for v in code.alphabet if v > above)
         elif len(everywhere) > 1:
             values = sorted(v for v in everywhere if v > above)
             if not values:
@@ -247,6 +254,7 @@ class Cursor:
     objects: int = 0
     sample: list[str] = field(default_factory=list)
     first: str | None = None  # the first key this cursor took: with pos and objects, the listed span
+    page_n: int = 0  # keys taken from the last page (its first key is sample[0])
 
     def __post_init__(self) -> None:
         if self.pos is None:
@@ -280,6 +288,7 @@ class Cursor:
                 self.first = keys[0]
             self.pos = keys[n - 1]
             self.objects += n
+            self.page_n = n
             step = max(1, n // SAMPLE_KEYS)
             self.sample = [keys[i] for i in range(0, n, step)]
             if self.sample[-1] != self.pos:
@@ -307,19 +316,25 @@ class Cursor:
             return None
         end = self.range.end
         if end is None:
-            # an open range of hex names ends (for the estimate) where hex names under the prefix end
-            end = hex_top(self.prefix, [encode(self.first), *map(encode, self.sample)])
+            # an open range of keys ending in a code ends (for the estimate) where the code's alphabet does
+            seen = sorted({encode(self.first), *map(encode, self.sample)})
+            end = code_top(code_run(seen, len(encode(self.prefix))), seen, self.prefix)
             if end is None:
                 return None
         first_b, lo_b, hi_b = encode(self.first), encode(self.pos), encode(end)
         if lo_b >= hi_b:
             return 0.0
-        if first_b >= lo_b:
+        objects = self.objects
+        page_b = sorted({encode(k) for k in self.sample})
+        code = code_run(page_b, len(encode(self.prefix)))
+        if code is not None and first_b[: code.start] != lo_b[: code.start]:
+            # the listed span crosses directories (a sparse one, then this code): the density ahead, in the
+            # same code, is the last page's
+            first_b, objects = page_b[0], self.page_n - 1
+        if first_b >= lo_b or objects <= 0:
             return None
-        sample_b = [first_b, *map(encode, self.sample)]
-        alphabet = Alphabet(
-            close_singletons=True, hex_class=hex_alphabet(sample_b, len(common_prefix(first_b, hi_b)))
-        )
+        sample_b = sorted({first_b, *page_b})
+        alphabet = Alphabet(close_singletons=True, code=code)
         for k in (*sample_b, hi_b):
             alphabet.add(k)
         try:
@@ -330,7 +345,7 @@ class Cursor:
         read = at - frame.lo_c
         if read <= 0:
             return None
-        return self.objects * (frame.hi_c - at) / read / page_keys
+        return objects * (frame.hi_c - at) / read / page_keys
 
     def split(self, ways: int, policy: SplitPolicy, new_id: Any) -> list[KeyRange]:
         """Give away the upper part of the remainder in up to ``ways - 1`` ranges; this cursor keeps the first.
