@@ -151,3 +151,21 @@ def test_large_model_pages_without_storing_objects() -> None:
         resp = c.list_objects_v2(Bucket="big", ContinuationToken=resp["NextContinuationToken"])
         assert resp["KeyCount"] == 499 and not resp["IsTruncated"]
         assert resp["Contents"][-1]["Key"] == last
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        {"list-type": "2"},
+        {"list-type": "2", "encoding-type": "url", "start-after": "b", "max-keys": "7"},
+        {"list-type": "2", "delimiter": "/", "prefix": ""},
+    ],
+)
+def test_precomputed_pages_equal_rendered_ones(q: dict[str, str]) -> None:
+    from bench.localserver import KeyspaceBucket, list_v2_xml
+
+    ks = K.make("unicode", 3000)
+    plain, pre = KeyspaceBucket("b", ks), KeyspaceBucket("b", ks)
+    pre.precompute()
+    assert list_v2_xml(pre, q) == list_v2_xml(plain, q)
+    assert pre._frags and not plain._frags
