@@ -1389,7 +1389,9 @@ def run_lister(
 # --------------------------------------------------------------------------------------------------
 
 
-def _parallel(fn: Callable[[Any], Any], items: Sequence[Any], workers: int = 32) -> list[Any]:
+def _parallel(fn: Callable[[Any], Any], items: Sequence[Any], workers: int = 64) -> list[Any]:
+    """``fn`` over ``items`` on ``workers`` threads (64: the S3 client's pool, clients.s3; the simulator's
+    reduce model, bench.sim.des.Config.reduce_parallel, assumes the same)."""
     if len(items) <= 1:
         return [fn(i) for i in items]
     with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="reduce") as pool:
