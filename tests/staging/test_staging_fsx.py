@@ -28,10 +28,10 @@ from hpcstage.staging import (
     UnsafePathError,
     make_target,
 )
-from hpcstage.staging.hsm import ACTION_COUNT_SCRIPT, RESTORE_SCRIPT, bash_command, encode_path_list
+from hpcstage.staging.hsm import COUNT_SCRIPT, RESTORE_SCRIPT, bash_command, encode_path_list
 from hpcstage.staging.targets.fsx import client_token, import_paths
 from moto import mock_aws
-from test_staging_support import FS_ID, INSTANCE_ID, WORK_BUCKET, WORK_URL, expect_command
+from test_staging_support import FS_ID, INSTANCE_ID, WORK_BUCKET, WORK_URL, counts_stdout, expect_command
 
 SRC = "source-bucket"
 REPO = f"s3://{SRC}/project/"
@@ -417,11 +417,11 @@ def test_restore_phase_prefetches_with_hsm_restore_and_counts_noops(clients: dic
     expect_command(ssm, commands=[bash_command("hsm-restore", RESTORE_SCRIPT, list_url, "16")])
     progress = target.stage_progress(handle)
     assert (progress.state, progress.phase, progress.done, progress.total) == (RUNNING, "restore", 0, 3)
-    count = [bash_command("hsm-action-count", ACTION_COUNT_SCRIPT, list_url, "16")]
-    expect_command(ssm, commands=count, stdout="HSM_TOTAL 3\nHSM_NOOP 1\n")
+    count = [bash_command("hsm-count", COUNT_SCRIPT, list_url, "16")]
+    expect_command(ssm, commands=count, stdout=counts_stdout(3, pending=2))
     progress = target.stage_progress(handle)
     assert (progress.state, progress.phase, progress.done, progress.total) == (RUNNING, "restore", 1, 3)
-    expect_command(ssm, commands=count, stdout="HSM_TOTAL 3\nHSM_NOOP 3\n")
+    expect_command(ssm, commands=count, stdout=counts_stdout(3, pending=0))
     progress = target.stage_progress(handle)
     assert (progress.state, progress.done, progress.total) == (SUCCEEDED, 3, 3)
 
