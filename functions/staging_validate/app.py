@@ -23,4 +23,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         defaults=staging_tasks.StagingDefaults.from_env(os.environ),
     )
     logger.info("staging requested", extra={"inventory": cfg.inventory, "target": cfg.target["type"]})
-    return staging_tasks.validate_task(clients.s3(), cfg)
+    # EC2 only when a head node is to be found by its ParallelCluster tags (cluster_name).
+    return staging_tasks.validate_task(clients.s3(), cfg, staging_tasks.LazyClients(clients.client))

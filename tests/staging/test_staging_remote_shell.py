@@ -260,8 +260,16 @@ def test_mount_check_and_free_space_run_for_real(world: dict[str, Any]) -> None:
     with pytest.raises(TargetNotReadyError, match="is not a mount point"):
         target.stage(StagingManifest.from_entries([ManifestEntry(SRC, "x", 1)]))
     assert canaries(world) == []
-    if subprocess.run(["mountpoint", "-q", "/proc"], check=False).returncode == 0:
-        assert head.is_mounted("/proc")
+    assert head.mount_info("/proc", "/proc/self/status") == ("proc proc", True)
+    assert head.mount_info("/proc", "/proc/no such $(touch CANARY)") == ("proc proc", False)
+    # a mount, but not Mountpoint's: refused, naming what the mount table says
+    proc = MountpointTarget(s3=world["s3"], head=head, mount_path="/proc", bucket=SRC)
+    with pytest.raises(
+        TargetNotReadyError,
+        match="not a Mountpoint for Amazon S3 mount \\(the mount table shows 'proc proc'\\)",
+    ):
+        proc.stage(StagingManifest.from_entries([ManifestEntry(SRC, "self/status", 1)]))
+    assert canaries(world) == []
 
 
 # -- the stand-in lfs behaves like the real one, and the scripts live within its limits ------------

@@ -30,7 +30,7 @@ import re
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ from .staging import (
     SUCCEEDED,
     TARGET_TYPES,
     Handle,
+    MountpointTarget,
     Selection,
     SelectionError,
     StagingError,
@@ -68,6 +69,7 @@ from .staging import (
     restored_count,
     select_objects,
 )
+from .staging.hsm import MOUNTPOINT_S3_MOUNT
 from .staging.manifest import ManifestFile
 from .staging.paths import UnsafePathError, as_prefix, relative_path
 from .staging.select import ARCHIVE_POLICIES, RESTORE_TIERS
@@ -121,6 +123,11 @@ _OPERATION_ERRORS: dict[str, type[StagingError]] = {
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
 INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8,17}$")
+# ParallelCluster's cluster name rule (pcluster constants PCLUSTER_NAME_REGEX, at most 60 characters).
+CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,59}$")
+DEFAULT_CLUSTER_USER = "ec2-user"
+# Stands for the head node in validation until validate_task finds it by its tags.
+_HEAD_NODE_PLACEHOLDER = "i-00000000000000000"
 RESERVED_ENV_PREFIX = "HPCSTAGE_"
 MAX_SCRIPT_BYTES = 256 * 1024
 MAX_ENV_VARIABLES = 100
@@ -146,6 +153,11 @@ _WAIT_RANGES: dict[str, tuple[int, int]] = {
 # A job that cannot start its own prologue exits with these (JobSpec uses 97 for a missing workdir).
 PROLOGUE_MKDIR_EXIT = 96
 PROLOGUE_FETCH_EXIT = 95
+PROLOGUE_MOUNT_EXIT = 93
+# A job whose outputs could not be recorded (Mountpoint targets) ends with this if it had succeeded.
+EPILOGUE_RECORD_EXIT = 92
+# What the job's epilogue writes for a Mountpoint target: `size TAB path-below-output-dir NUL` per file.
+DECLARED_OUTPUTS = "declared-outputs.nul"
 # After scancel, cleanup waits at most this long for the job to end before deciding on release.
 CANCEL_WAIT_S = 30.0
 RELEASE_WAIT_S = 60.0
@@ -170,7 +182,7 @@ _JOB_FIELDS: dict[str, frozenset[str]] = {
         {"backend", "command", "script", "cpus", "time_limit_min", "env", "partition", "user", "workdir"}
     ),
     "local": frozenset(),
-    "ssm": frozenset({"head_node_instance_id", "command_timeout_s"}),
+    "ssm": frozenset({"head_node_instance_id", "cluster_name", "command_timeout_s"}),
     "rest": frozenset({"base_url"}),
 }
 
@@ -181,7 +193,8 @@ class StagingDefaults:
 
     target_type: str = "local"
     head_node_instance_id: str = ""
-    cluster_user: str = "ec2-user"
+    cluster_name: str = ""
+    cluster_user: str = ""  # empty: the head node OS's default user (ec2-user when not known)
     slurm_rest_url: str = ""
     slurm_jwt_secret_arn: str = ""
     fsx_file_system_id: str = ""
@@ -191,7 +204,8 @@ class StagingDefaults:
         return cls(
             target_type=environ.get("DEFAULT_TARGET_TYPE") or "local",
             head_node_instance_id=environ.get("HEAD_NODE_INSTANCE_ID", ""),
-            cluster_user=environ.get("CLUSTER_USER") or "ec2-user",
+            cluster_name=environ.get("CLUSTER_NAME", ""),
+            cluster_user=environ.get("CLUSTER_USER", ""),
             slurm_rest_url=environ.get("SLURM_REST_URL", ""),
             slurm_jwt_secret_arn=environ.get("SLURM_JWT_SECRET_ARN", ""),
             fsx_file_system_id=environ.get("FSX_FILE_SYSTEM_ID", ""),
@@ -375,22 +389,38 @@ def _target_config(given: dict[str, Any], run_id: str, defaults: StagingDefaults
             if name in target:
                 _whole(target[name], f"target.{name}", 1, 100_000)
         return target
-    if not target.get("head_node_instance_id") and defaults.head_node_instance_id:
-        target["head_node_instance_id"] = defaults.head_node_instance_id
+    if not target.get("head_node_instance_id") and not target.get("cluster_name"):
+        if defaults.head_node_instance_id:
+            target["head_node_instance_id"] = defaults.head_node_instance_id
+        elif defaults.cluster_name:
+            target["cluster_name"] = defaults.cluster_name
     if kind == "fsx" and not target.get("file_system_id") and defaults.fsx_file_system_id:
         target["file_system_id"] = defaults.fsx_file_system_id
     head = target.get("head_node_instance_id")
-    if not isinstance(head, str) or not INSTANCE_ID_RE.match(head):
+    if head is None and target.get("cluster_name") is not None:
+        _cluster_name(target["cluster_name"], "target.cluster_name")
+    elif not isinstance(head, str) or not INSTANCE_ID_RE.match(head):
         raise InputError(
-            f"a {kind} target needs 'head_node_instance_id' (e.g. i-0123456789abcdef0), or the "
-            f"HeadNodeInstanceId parameter of the stack; got {head!r}"
+            f"a {kind} target needs 'head_node_instance_id' (e.g. i-0123456789abcdef0) or 'cluster_name' (the "
+            f"ParallelCluster cluster, whose head node is found by its tags), or the HeadNodeInstanceId or "
+            f"ClusterName parameter of the stack; got {head!r}"
         )
     # The target's own checks (required and unknown fields, paths, ids) without touching AWS:
     # building a remote target only parses its configuration.
     probe = dict(target, work_url="s3://probe-bucket/probe")
+    probe.setdefault("head_node_instance_id", _HEAD_NODE_PLACEHOLDER)
     placeholder = object()
     make_target(probe, {"s3": placeholder, "fsx": placeholder, "ssm": placeholder})
     return target
+
+
+def _cluster_name(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not CLUSTER_NAME_RE.match(value):
+        raise InputError(
+            f"'{name}' must be a ParallelCluster cluster name (a letter, then letters, digits and -; "
+            f"at most 60), got {value!r}"
+        )
+    return value
 
 
 def _output_dir(target: dict[str, Any], output: S3Url) -> tuple[str, str | None]:
@@ -485,12 +515,19 @@ def _job_config(
             "where the job runs and Slurm writes its log"
         )
     if backend == "ssm":
-        head = given.get("head_node_instance_id") or target.get("head_node_instance_id")
-        if not isinstance(head, str) or not INSTANCE_ID_RE.match(head):
+        head = given.get("head_node_instance_id")
+        cluster = given.get("cluster_name")
+        if head is None and cluster is None:
+            head, cluster = target.get("head_node_instance_id"), target.get("cluster_name")
+        if head is None and cluster is not None:
+            job["cluster_name"] = _cluster_name(cluster, "job.cluster_name")
+        elif not isinstance(head, str) or not INSTANCE_ID_RE.match(head):
             raise InputError(
-                f"an ssm job needs 'head_node_instance_id' (e.g. i-0123456789abcdef0), got {head!r}"
+                f"an ssm job needs 'head_node_instance_id' (e.g. i-0123456789abcdef0) or 'cluster_name', got {head!r}"
             )
-        job["head_node_instance_id"] = head
+        else:
+            job["head_node_instance_id"] = head
+        # Filled from the head node's OS when it is found by its tags (validate_task).
         job["cluster_user"] = defaults.cluster_user
         job["command_timeout_s"] = _whole(
             given.get("command_timeout_s", 120), "job.command_timeout_s", 30, 3600
@@ -506,7 +543,7 @@ def _job_config(
                 "a rest job needs the slurmrestd JWT in Secrets Manager: set the SlurmJwtSecretArn parameter"
             )
         job["base_url"] = base_url
-        job["user_name"] = job.get("user") or defaults.cluster_user
+        job["user_name"] = job.get("user") or defaults.cluster_user or DEFAULT_CLUSTER_USER
         job["jwt_secret_arn"] = defaults.slurm_jwt_secret_arn
     try:
         # The same checks the job will meet at submission, now, with stand-in paths.
@@ -569,7 +606,7 @@ def config_from_run(s3: Any, run: Mapping[str, Any]) -> StagingConfig:
 class LazyClients(Mapping[str, Any]):
     """boto3 clients made on first use, so a task builds only the clients its target needs."""
 
-    NAMES = ("s3", "fsx", "ssm", "secretsmanager", "stepfunctions")
+    NAMES = ("s3", "fsx", "ssm", "secretsmanager", "stepfunctions", "ec2")
 
     def __init__(self, factory: Callable[[str], Any], **given: Any) -> None:
         self._factory = factory
@@ -635,8 +672,36 @@ def _manifest(s3: Any, cfg: StagingConfig) -> StagingManifest:
 # --------------------------------------------------------------------------------------------------
 
 
-def validate_task(s3: Any, cfg: StagingConfig) -> dict[str, Any]:
-    """Record the validated input under the run's work prefix; return what the state machine carries."""
+def resolve_head_nodes(cfg: StagingConfig, clients: Mapping[str, Any] | None) -> StagingConfig:
+    """Find the head node of each ``cluster_name`` by ParallelCluster's tags (once, for the whole
+    run), and the cluster user from its OS when none was configured."""
+    from .jobs.ssm import find_head_node
+
+    found: dict[str, tuple[str, str | None]] = {}
+
+    def head_of(name: str) -> tuple[str, str | None]:
+        if name not in found:
+            if clients is None:
+                raise InputError(f"cluster {name!r}: finding its head node needs an EC2 client")
+            found[name] = find_head_node(clients["ec2"], name)
+        return found[name]
+
+    target, job = dict(cfg.target), dict(cfg.job)
+    if target.get("cluster_name") and not target.get("head_node_instance_id"):
+        target["head_node_instance_id"] = head_of(target["cluster_name"])[0]
+    os_user = None
+    if job.get("backend") == "ssm":
+        if job.get("cluster_name") and not job.get("head_node_instance_id"):
+            job["head_node_instance_id"], os_user = head_of(job["cluster_name"])
+        job["cluster_user"] = job.get("cluster_user") or os_user or DEFAULT_CLUSTER_USER
+    return replace(cfg, target=target, job=job)
+
+
+def validate_task(s3: Any, cfg: StagingConfig, clients: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Find head nodes named by cluster (``clients["ec2"]``, made only then), record the validated
+    input under the run's work prefix, and return what the state machine carries."""
+    if cfg.target.get("cluster_name") or cfg.job.get("backend") == "ssm":
+        cfg = resolve_head_nodes(cfg, clients)
     _put_json(s3, cfg, "config.json", cfg.to_dict())
     return cfg.run()
 
@@ -794,7 +859,19 @@ def verify_task(clients: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str,
     """Every file in the job's output directory must have a verified copy in S3."""
     s3 = clients["s3"]
     cfg = config_from_run(s3, run)
-    result = _target(cfg, clients).verify_exported([cfg.output_dir])
+    target = _target(cfg, clients)
+    if isinstance(target, MountpointTarget):
+        # Every file the job wrote through the mount, by its own record; none is "at least one object".
+        body = _get_bytes(s3, cfg, DECLARED_OUTPUTS)
+        if body is None:
+            raise ExportNotVerifiedError(
+                f"the job left no record of its outputs ({cfg.work_object(DECLARED_OUTPUTS)}): it was killed "
+                "before its epilogue, or could not write to the work bucket (see the cluster-side policy); "
+                "nothing can be verified"
+            )
+        result = target.verify_declared(cfg.output_dir, declared_outputs(body))
+    else:
+        result = target.verify_exported([cfg.output_dir])
     _put_json(s3, cfg, "verify.json", result.to_dict(max_listed=1000))
     if not result.all_archived:
         listed = "; ".join(f"{p!r}: {result.reasons.get(p, '')}" for p in result.missing[:10])
@@ -861,7 +938,7 @@ def make_backend(cfg: StagingConfig, clients: Mapping[str, Any]) -> JobBackend:
         return ParallelClusterSSM(
             clients["ssm"],
             job["head_node_instance_id"],
-            user=job["cluster_user"],
+            user=job["cluster_user"] or DEFAULT_CLUSTER_USER,
             command_timeout_s=int(job.get("command_timeout_s", 120)),
             output_s3_bucket=cfg.work.bucket,
             output_s3_prefix=cfg.work_key("ssm-output"),
@@ -915,6 +992,8 @@ def build_job_spec(s3: Any, cfg: StagingConfig, fetch_lists: bool) -> JobSpec:
                 f'aws s3 cp --only-show-errors {quote(cfg.work_object(name))} "${variable}" '
                 f"|| exit {PROLOGUE_FETCH_EXIT}"
             )
+    if cfg.target["type"] == "mountpoint":
+        prologue.extend(_mountpoint_prologue(cfg))
     prologue.append("# the job")
     return JobSpec(
         name=job_name(cfg.run_id),
@@ -928,6 +1007,48 @@ def build_job_spec(s3: Any, cfg: StagingConfig, fetch_lists: bool) -> JobSpec:
         partition=cfg.job.get("partition"),
         user=cfg.job.get("user"),
     )
+
+
+def _mountpoint_prologue(cfg: StagingConfig) -> list[str]:
+    """On the node that runs the job: the mount is Mountpoint's and the first staged file shows
+    through it (the mount table cannot name the bucket); at exit, record every output file
+    (size and path) for verification, keeping the job's own exit status."""
+    mount = quote(cfg.target["mount_path"])
+    declared = quote(cfg.work_object(DECLARED_OUTPUTS))
+    return [
+        "# hpcstage: the Mountpoint mount on this node",
+        f'[ "$(findmnt -rn -o FSTYPE,SOURCE --mountpoint {mount})" = {quote(MOUNTPOINT_S3_MOUNT)} ] || '
+        f'{{ echo "hpcstage: "{mount}" is not a Mountpoint for Amazon S3 mount on $(hostname)" >&2; '
+        f"exit {PROLOGUE_MOUNT_EXIT}; }}",
+        'IFS= read -r hpcstage_first < "$HPCSTAGE_FILE_LIST" || hpcstage_first=',
+        '[ -z "$hpcstage_first" ] || [ -e "$hpcstage_first" ] || '
+        '{ echo "hpcstage: $hpcstage_first does not show through the mount on $(hostname)" >&2; '
+        f"exit {PROLOGUE_MOUNT_EXIT}; }}",
+        "hpcstage_record_outputs() {",
+        "  local rc=$? list",
+        f"  list=$(mktemp) || exit {EPILOGUE_RECORD_EXIT}",
+        '  if find "$HPCSTAGE_OUTPUT_DIR" -type f -printf \'%s\\t%P\\0\' >"$list" &&',
+        f'    aws s3 cp --only-show-errors "$list" {declared}; then :',
+        f'  elif [ "$rc" -eq 0 ]; then rc={EPILOGUE_RECORD_EXIT}',
+        "  fi",
+        '  rm -f -- "$list"',
+        '  exit "$rc"',
+        "}",
+        "trap hpcstage_record_outputs EXIT",
+    ]
+
+
+def declared_outputs(body: bytes) -> list[tuple[str, int]]:
+    """The epilogue's record: ``size TAB path NUL`` per file → [(path, size)]."""
+    entries: list[tuple[str, int]] = []
+    for record in body.split(b"\0"):
+        if not record:
+            continue
+        size, sep, path = record.partition(b"\t")
+        if not sep or not size.isdigit() or not path:
+            raise StagingError(f"unreadable entry in the job's output record: {record[:200]!r}")
+        entries.append((path.decode("utf-8", "surrogateescape"), int(size)))
+    return entries
 
 
 def _write_local_lists(s3: Any, cfg: StagingConfig, spec: JobSpec) -> None:

@@ -197,10 +197,14 @@ FREE_SCRIPT = r"""set -euo pipefail
 printf 'FREE_BYTES %d\n' "$(df --output=avail -B1 -- "$1" | tail -n 1)"
 """
 
-# $1 the mount path.
+# $1 the mount path, $2 a file expected under it. What the mount table says of the path (a
+# Mountpoint for Amazon S3 mount is `fuse mountpoint-s3`: its FUSE fsname is always
+# "mountpoint-s3", so the bucket is not in the table), and whether the file is there.
 MOUNT_SCRIPT = r"""set -euo pipefail
-if mountpoint -q -- "$1"; then echo MOUNTED; else echo NOT_MOUNTED; fi
+printf 'MOUNT %s\n' "$(findmnt -rn -o FSTYPE,SOURCE --mountpoint "$1" || true)"
+if [ -e "$2" ]; then echo SAMPLE_PRESENT; else echo SAMPLE_ABSENT; fi
 """
+MOUNTPOINT_S3_MOUNT = "fuse mountpoint-s3"
 
 # `lfs hsm_state` flag bits (lustre_user.h enum hsm_states) and the words lfs prints for them.
 _STATE_BITS = {
@@ -478,6 +482,8 @@ class HeadNode:
             raise RemoteCommandError(f"free-bytes on {self.instance_id} printed no FREE_BYTES line")
         return counts["FREE_BYTES"]
 
-    def is_mounted(self, path: str) -> bool:
-        out = self.run("mount-check", MOUNT_SCRIPT, path).stdout.split()
-        return out[-1:] == ["MOUNTED"]
+    def mount_info(self, path: str, sample: str) -> tuple[str, bool]:
+        """(``FSTYPE SOURCE`` of the mount at ``path``, or "" if none; whether ``sample`` exists)."""
+        lines = self.run("mount-check", MOUNT_SCRIPT, path, sample).stdout.splitlines()
+        mount = next((ln[len("MOUNT ") :].strip() for ln in lines if ln.startswith("MOUNT ")), "")
+        return mount, "SAMPLE_PRESENT" in lines
