@@ -12,7 +12,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from hpcstage.errors import InputError
-from hpcstage.staging_tasks import StagingDefaults, config_from_run, validate_staging_input, validate_task
+from hpcstage.staging.config import StagingDefaults, config_from_run, validate_staging_input
+from hpcstage.staging.steps import validate_task
 from moto import mock_aws
 
 HEAD = "i-0123456789abcdef0"

@@ -12,13 +12,8 @@ from typing import Any
 import boto3
 import pytest
 from hpcstage.jobs import build_script
-from hpcstage.staging_tasks import (
-    EPILOGUE_RECORD_EXIT,
-    PROLOGUE_MOUNT_EXIT,
-    build_job_spec,
-    declared_outputs,
-    validate_staging_input,
-)
+from hpcstage.staging.config import EPILOGUE_RECORD_EXIT, PROLOGUE_MOUNT_EXIT, validate_staging_input
+from hpcstage.staging.steps import build_job_spec, declared_outputs
 from moto import mock_aws
 
 BUCKET = "mounted"

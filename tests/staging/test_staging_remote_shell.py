@@ -84,6 +84,9 @@ HOSTILE_NAMES = [
 ]
 
 
+FSX_NAMES = [n for n in HOSTILE_NAMES if not any(c in n for c in "\r\n\u0085\u2028\u2029")]
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """moto S3, a 'head node' that is this machine, and a mount directory under tmp_path."""
@@ -223,7 +226,8 @@ def test_dirty_files_found_by_the_real_state_script_block_release(world: dict[st
 
 
 def test_fsx_restore_command_runs_with_hostile_keys(world: dict[str, Any]) -> None:
-    """The FSx target's prefetch goes through the same scripts; its FSx calls are not needed here."""
+    """The FSx target's prefetch goes through the same scripts; its FSx calls are not needed here.
+    Names with a line break are left out: FSx task paths refuse them, so select refuses such keys."""
     fsx = boto3.client("fsx", region_name="us-east-1")
     target = make_target(
         {
@@ -239,9 +243,9 @@ def test_fsx_restore_command_runs_with_hostile_keys(world: dict[str, Any]) -> No
         {"s3": world["s3"], "ssm": world["ssm"], "fsx": fsx},
     )
     assert isinstance(target, FsxLustreTarget)
-    expected = make_files(world["mnt"] / "fsx-ns", HOSTILE_NAMES)
+    expected = make_files(world["mnt"] / "fsx-ns", FSX_NAMES)
     url, count = target.prefetch_list(
-        StagingManifest.from_entries([ManifestEntry(SRC, f"in/{n}", 1) for n in HOSTILE_NAMES])
+        StagingManifest.from_entries([ManifestEntry(SRC, f"in/{n}", 1) for n in FSX_NAMES])
     )
     target.head.restore(url)
     assert count == len(expected)
