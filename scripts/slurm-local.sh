@@ -211,9 +211,14 @@ start_slurmrestd() {
     pid_alive "$RESTD_PID" slurmrestd && return 0
     log "starting slurmrestd on 127.0.0.1:$REST_PORT"
     # slurmrestd refuses to run as root and stays in the foreground; SLURM_JWT=daemon makes it
-    # authenticate each request with the client's token. The dbv plugins abort without slurmdbd,
-    # so the plain openapi plugin is named explicitly.
-    SLURM_JWT=daemon setsid slurmrestd -u nobody -g nogroup -s openapi/v0.0.38 -a rest_auth/jwt \
+    # authenticate each request with the client's token. Without slurmdbd the accounting plugins
+    # abort (22.05's dbv*), so only the controller's plugin is named: openapi/slurmctld where it
+    # exists (23.11 and later, serving the data_parser versions), else openapi/v0.0.38 (22.05).
+    local plugin=openapi/v0.0.38
+    if runuser -u nobody -- slurmrestd -s list 2>&1 | grep -qw 'openapi/slurmctld'; then
+        plugin=openapi/slurmctld
+    fi
+    SLURM_JWT=daemon setsid slurmrestd -u nobody -g nogroup -s "$plugin" -a rest_auth/jwt \
         "127.0.0.1:$REST_PORT" </dev/null >>"$STATE_DIR/slurmrestd.log" 2>&1 &
     echo $! >"$RESTD_PID"
 }

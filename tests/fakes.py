@@ -1,13 +1,17 @@
-"""A minimal in-memory ListObjectsV2 answering like S3 (for fast planner/lister property tests).
+"""Fakes shared by the test tiers.
 
-Exactness tests run against moto; this fake exists so that hypothesis can run hundreds of
-examples quickly. It encodes keys like S3 with EncodingType=url (quote_plus).
+- ``FakeS3``: a minimal in-memory ListObjectsV2 answering like S3 (for fast planner/lister property
+  tests). Exactness tests run against moto; this fake exists so that hypothesis can run hundreds of
+  examples quickly. It encodes keys like S3 with EncodingType=url (quote_plus).
+- ``LFS_FAKE``: a stand-in ``lfs`` program with the real one's argument handling and request limit,
+  so the head-node HSM scripts can run here for real.
 """
 
 from __future__ import annotations
 
 import bisect
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -70,3 +74,170 @@ class FakeS3:
         if truncated:
             resp["NextContinuationToken"] = max(out[-1:] + prefixes[-1:])
         return resp
+
+
+# -- a stand-in `lfs` that answers like the real one ---------------------------------------------
+
+# The argument handling and limits of lustre/utils/lfs.c (2.12 and 2.15, the clients FSx for
+# Lustre and File Cache run) and lustre/llite/dir.c:
+# - `hsm_state` and `hsm_action` parse no options: every argument is a path, so `--` is a file
+#   that does not exist; the first path that fails ends the command ("can't get hsm ... for").
+# - `hsm_archive|restore|release` parse options with getopt_long (`--` ends them), refuse a path
+#   that is not a regular file, and send ALL their files as one request, which the client refuses
+#   with E2BIG once it reaches MDS_MAXREQSIZE/3 bytes: 24 + 32 bytes a file, so at most 52 files.
+# Each file's HSM mask and pending action live in $LFS_STATE_DIR (a file per path). Environment:
+#   LFS_LOG_DIR        every call's argv is written there, NUL-separated, a file per call
+#   LFS_DEFAULT_MASK   the mask of a file never touched (default 0: no HSM flags)
+#   LFS_ACTION_POLLS   how many `hsm_action` calls see a request pending before it ends (default 0)
+#   LFS_FAIL           restore and/or archive (comma-separated): those requests end without effect
+#   LFS_UNREADABLE     hsm_state/hsm_action fail (ENODATA) on a path that contains this text
+LFS_FAKE = r"""
+import errno, getopt, hashlib, os, stat, sys, tempfile
+
+HS_EXISTS, HS_DIRTY, HS_RELEASED, HS_ARCHIVED = 0x1, 0x2, 0x4, 0x8
+HS_NORELEASE, HS_NOARCHIVE, HS_LOST = 0x10, 0x20, 0x40
+MDS_MAXREQSIZE = 5 * 1024
+HSM_REQUEST_HEADER, HSM_USER_ITEM = 24, 32
+STATE_DIR = os.environ["LFS_STATE_DIR"]
+
+
+def log_call(argv):
+    fd, _ = tempfile.mkstemp(prefix="call.", dir=os.environ["LFS_LOG_DIR"])
+    with os.fdopen(fd, "wb") as f:
+        f.write(b"".join(os.fsencode(a) + b"\0" for a in argv))
+
+
+def state_file(path):
+    return os.path.join(STATE_DIR, hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest())
+
+
+def load(path):
+    try:
+        with open(state_file(path)) as f:
+            mask, action, polls = f.read().split()
+            return int(mask, 16), action, int(polls)
+    except FileNotFoundError:
+        return int(os.environ.get("LFS_DEFAULT_MASK", "0"), 16), "NOOP", 0
+
+
+def save(path, mask, action, polls):
+    tmp = state_file(path) + ".tmp%d" % os.getpid()
+    with open(tmp, "w") as f:
+        f.write("%x %s %d" % (mask, action, polls))
+    os.replace(tmp, state_file(path))
+
+
+def finish(path, mask, action):
+    if action in os.environ.get("LFS_FAIL", "").split(","):
+        return mask
+    if action == "restore":
+        return mask & ~HS_RELEASED
+    if action == "archive":
+        return (mask | HS_EXISTS | HS_ARCHIVED) & ~(HS_DIRTY | HS_LOST)
+    return mask
+
+
+def words(mask):
+    names = [(HS_RELEASED, "released"), (HS_EXISTS, "exists"), (HS_DIRTY, "dirty"),
+             (HS_ARCHIVED, "archived"), (HS_NORELEASE, "never_release"),
+             (HS_NOARCHIVE, "never_archive"), (HS_LOST, "lost_from_hsm")]
+    return "".join(" " + name for bit, name in names if mask & bit)
+
+
+def probe(cmd, paths):
+    if not paths:
+        sys.stderr.write("usage: lfs %s FILE ...\n" % cmd)
+        return 1
+    for path in paths:
+        what = "state" if cmd == "hsm_state" else "action"
+        if not os.path.lexists(path):
+            sys.stderr.write("can't get hsm %s for %s: %s\n" % (what, path, os.strerror(errno.ENOENT)))
+            return errno.ENOENT
+        if os.environ.get("LFS_UNREADABLE") and os.environ["LFS_UNREADABLE"] in path:
+            sys.stderr.write("can't get hsm %s for %s: %s\n" % (what, path, os.strerror(errno.ENODATA)))
+            return errno.ENODATA
+        mask, action, polls = load(path)
+        if cmd == "hsm_state":
+            sys.stdout.write("%s: (0x%08x)%s, archive_id:1\n" % (path, mask, words(mask)))
+            continue
+        if action != "NOOP" and polls > 0:
+            save(path, mask, action, polls - 1)
+            sys.stdout.write("%s: %s STARTED (from 0 to EOF)\n" % (path, action.upper()))
+            continue
+        if action != "NOOP":
+            mask = finish(path, mask, action)
+            save(path, mask, "NOOP", 0)
+        sys.stdout.write("%s: NOOP\n" % path)
+    return 0
+
+
+def request(cmd, argv):
+    try:
+        opts, files = getopt.gnu_getopt(argv, "a:D:hl:m:", ["archive=", "data=", "help", "filelist=", "mntpath="])
+    except getopt.GetoptError as err:
+        sys.stderr.write("lfs: %s\n" % err)
+        return 1
+    if not files:
+        sys.stderr.write("usage: lfs %s [--] FILE ...\n" % cmd)
+        return 1
+    for path in files:
+        try:
+            st = os.lstat(path)
+        except OSError as err:
+            sys.stderr.write("Cannot stat %s: %s\n" % (path, err.strerror))
+            return err.errno
+        if not stat.S_ISREG(st.st_mode):
+            sys.stderr.write('error: "%s" is not a regular file\n' % path)
+            return 1
+    if HSM_REQUEST_HEADER + HSM_USER_ITEM * len(files) >= MDS_MAXREQSIZE // 3:
+        sys.stderr.write("Cannot send HSM request (use of %s): %s\n" % (files[0], os.strerror(errno.E2BIG)))
+        return errno.E2BIG
+    action = cmd[len("hsm_"):]
+    if action == "release":
+        for path in files:
+            mask = load(path)[0]
+            if not (mask & HS_EXISTS and mask & HS_ARCHIVED) or mask & (HS_DIRTY | HS_LOST):
+                sys.stderr.write("Cannot send HSM request (use of %s): %s\n" % (path, os.strerror(errno.EPERM)))
+                return errno.EPERM
+        for path in files:
+            mask, _, _ = load(path)
+            save(path, mask | HS_RELEASED, "NOOP", 0)
+        return 0
+    polls = int(os.environ.get("LFS_ACTION_POLLS", "0"))
+    for path in files:
+        mask, _, _ = load(path)
+        if action == "restore" and not mask & HS_RELEASED:
+            continue
+        if polls:
+            save(path, mask, action, polls)
+        else:
+            save(path, finish(path, mask, action), "NOOP", 0)
+    return 0
+
+
+def main():
+    log_call(sys.argv[1:])
+    if len(sys.argv) < 2:
+        return 1
+    cmd, rest = sys.argv[1], sys.argv[2:]
+    if cmd in ("hsm_state", "hsm_action"):
+        return probe(cmd, rest)
+    if cmd in ("hsm_archive", "hsm_restore", "hsm_release"):
+        return request(cmd, rest)
+    sys.stderr.write("lfs: unknown command %s\n" % cmd)
+    return 1
+
+
+sys.exit(main())
+"""
+
+
+def install_fake_lfs(bin_dir: Path) -> None:
+    """Write the stand-in ``lfs`` (run by this interpreter) into ``bin_dir``."""
+    import stat as _stat
+    import sys
+
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    path = bin_dir / "lfs"
+    path.write_text(f"#!{sys.executable}\n{LFS_FAKE}")
+    path.chmod(path.stat().st_mode | _stat.S_IXUSR | _stat.S_IXGRP | _stat.S_IXOTH)

@@ -4,7 +4,8 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import clients, staging_tasks
+from hpcstage import clients
+from hpcstage.staging import steps
 
 logger = Logger()
 tracer = Tracer()
@@ -14,7 +15,7 @@ metrics = Metrics()
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    c = staging_tasks.LazyClients(clients.client, s3=clients.s3())
-    out = staging_tasks.cleanup_task(c, event["run"], event.get("error"))
+    c = steps.LazyClients(clients.client, s3=clients.s3())
+    out = steps.cleanup_task(c, event["run"], event.get("error"))
     logger.info("cleanup done", extra={"cleanup": out})
     return out

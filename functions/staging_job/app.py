@@ -4,7 +4,8 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import clients, staging_tasks
+from hpcstage import clients
+from hpcstage.staging import steps
 
 logger = Logger()
 tracer = Tracer()
@@ -15,11 +16,11 @@ metrics = Metrics()
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     action, run = event["action"], event["run"]
-    c = staging_tasks.LazyClients(clients.client, s3=clients.s3())
+    c = steps.LazyClients(clients.client, s3=clients.s3())
     if action == "submit":
-        out = staging_tasks.submit_job_task(c, run)
+        out = steps.submit_job_task(c, run)
         logger.info("job submitted", extra={"job_id": out["job_id"]})
         return out
     if action == "poll":
-        return staging_tasks.job_poll_task(c, run, int(event.get("polls", 0)))
+        return steps.job_poll_task(c, run, int(event.get("polls", 0)))
     raise ValueError(f"unknown action {action!r}; expected submit or poll")

@@ -5,7 +5,8 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import clients, staging_tasks
+from hpcstage import clients
+from hpcstage.staging import steps
 
 logger = Logger()
 tracer = Tracer()
@@ -16,7 +17,7 @@ metrics = Metrics()
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    out = staging_tasks.report_task(clients.s3(), event["run"])
+    out = steps.report_task(clients.s3(), event["run"])
     metrics.add_metric(name="ObjectsStaged", unit=MetricUnit.Count, value=out["objects"])
     metrics.add_metric(name="OutputsExported", unit=MetricUnit.Count, value=out["outputs"])
     return out

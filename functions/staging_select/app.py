@@ -5,7 +5,8 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import clients, staging_tasks
+from hpcstage import clients
+from hpcstage.staging import steps
 
 logger = Logger()
 tracer = Tracer()
@@ -18,15 +19,13 @@ metrics = Metrics()
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     action = event.get("action", "select")
     if action == "restore_poll":
-        polled = staging_tasks.restore_poll_task(clients.s3(), event["run"], int(event.get("polls", 0)))
+        polled = steps.restore_poll_task(clients.s3(), event["run"], int(event.get("polls", 0)))
         metrics.add_metric(name="ArchivedObjectsPending", unit=MetricUnit.Count, value=polled["pending"])
         return polled
     if action != "select":
         raise ValueError(f"unknown action {action!r}; expected select or restore_poll")
     try:
-        out = staging_tasks.select_task(
-            staging_tasks.LazyClients(clients.client, s3=clients.s3()), event["run"]
-        )
+        out = steps.select_task(steps.LazyClients(clients.client, s3=clients.s3()), event["run"])
     except Exception:
         # Counted (a refused selection is the commonest failure), then raised to the state machine.
         metrics.add_metric(name="SelectionsRefused", unit=MetricUnit.Count, value=1)

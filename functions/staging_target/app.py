@@ -4,7 +4,8 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import clients, staging_tasks
+from hpcstage import clients
+from hpcstage.staging import steps
 
 logger = Logger()
 tracer = Tracer()
@@ -17,15 +18,15 @@ POLLS = {"stage_poll": "stage", "export_poll": "export", "release_poll": "releas
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     action, run = event["action"], event["run"]
-    c = staging_tasks.LazyClients(clients.client, s3=clients.s3())
+    c = steps.LazyClients(clients.client, s3=clients.s3())
     if action in POLLS:
-        return staging_tasks.operation_poll_task(c, run, POLLS[action], int(event.get("polls", 0)))
+        return steps.operation_poll_task(c, run, POLLS[action], int(event.get("polls", 0)))
     if action == "stage_start":
-        return staging_tasks.stage_start_task(c, run)
+        return steps.stage_start_task(c, run)
     if action == "export_start":
-        return staging_tasks.export_start_task(c, run)
+        return steps.export_start_task(c, run)
     if action == "verify":
-        return staging_tasks.verify_task(c, run)
+        return steps.verify_task(c, run)
     if action == "release_start":
-        return staging_tasks.release_start_task(c, run)
+        return steps.release_start_task(c, run)
     raise ValueError(f"unknown action {action!r}")

@@ -23,7 +23,9 @@ from aws_lambda_powertools.utilities.idempotency import (
     idempotent_function,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import clients, staging_tasks
+from hpcstage import clients
+from hpcstage.staging import trigger as staging_trigger
+from hpcstage.staging.config import StagingDefaults
 
 logger = Logger()
 tracer = Tracer()
@@ -43,16 +45,18 @@ def idempotent_start() -> tuple[Callable[..., dict[str, Any]], IdempotencyConfig
 
     @idempotent_function(data_keyword_argument="trigger", persistence_store=persistence, config=config)
     def start(trigger: dict[str, str]) -> dict[str, Any]:
-        obj = staging_tasks.TriggerObject(**trigger)
-        request = staging_tasks.trigger_input(
+        obj = staging_trigger.TriggerObject(**trigger)
+        request = staging_trigger.trigger_input(
             clients.s3(),
             obj,
-            default_request=staging_tasks.default_request_from_env(os.environ.get("DEFAULT_STAGING_REQUEST")),
+            default_request=staging_trigger.default_request_from_env(
+                os.environ.get("DEFAULT_STAGING_REQUEST")
+            ),
             work_bucket=os.environ["STAGING_WORK_BUCKET"],
             work_prefix=os.environ.get("STAGING_WORK_PREFIX", "staging"),
-            defaults=staging_tasks.StagingDefaults.from_env(os.environ),
+            defaults=StagingDefaults.from_env(os.environ),
         )
-        return staging_tasks.start_staging(
+        return staging_trigger.start_staging(
             clients.client("stepfunctions"), os.environ["STAGING_STATE_MACHINE_ARN"], obj, request
         )
 
@@ -62,7 +66,7 @@ def idempotent_start() -> tuple[Callable[..., dict[str, Any]], IdempotencyConfig
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    obj = staging_tasks.trigger_object(event)
+    obj = staging_trigger.trigger_object(event)
     start, config = idempotent_start()
     config.register_lambda_context(context)
     out = start(trigger=obj.to_dict())

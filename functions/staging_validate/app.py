@@ -5,7 +5,9 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import clients, staging_tasks
+from hpcstage import clients
+from hpcstage.staging import steps
+from hpcstage.staging.config import StagingDefaults, validate_staging_input
 
 logger = Logger()
 tracer = Tracer()
@@ -15,12 +17,13 @@ metrics = Metrics()
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    cfg = staging_tasks.validate_staging_input(
+    cfg = validate_staging_input(
         event.get("input"),
         run_id=str(event["run_id"]),
         work_bucket=os.environ["STAGING_WORK_BUCKET"],
         work_prefix=os.environ.get("STAGING_WORK_PREFIX", "staging"),
-        defaults=staging_tasks.StagingDefaults.from_env(os.environ),
+        defaults=StagingDefaults.from_env(os.environ),
     )
     logger.info("staging requested", extra={"inventory": cfg.inventory, "target": cfg.target["type"]})
-    return staging_tasks.validate_task(clients.s3(), cfg)
+    # EC2 only when a head node is to be found by its ParallelCluster tags (cluster_name).
+    return steps.validate_task(clients.s3(), cfg, steps.LazyClients(clients.client))

@@ -18,7 +18,14 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 from hpcstage.jobs import JobLookupError, JobSpec, JobState, JobStatus, SlurmCommandError, build_script
-from hpcstage.jobs.ssm import STATUS_SEPARATOR, ParallelClusterSSM
+from hpcstage.jobs.ssm import (
+    SACCT_SEPARATOR,
+    STATUS_SEPARATOR,
+    HeadNodeNotFoundError,
+    ParallelClusterSSM,
+    find_head_node,
+)
+from moto import mock_aws
 
 HEAD_NODE = "i-0aaaabbbbccccdddd"
 COMMAND_ID = "11111111-2222-3333-4444-555555555555"
@@ -142,7 +149,8 @@ def test_status_sends_squeue_then_scontrol_in_one_command(
         stubber,
         commands=[
             "runuser -l ec2-user -c 'squeue -h -j 42 -o '\"'\"'%T|%r|%j'\"'\"' ; "
-            "printf '\"'\"'%s\\n'\"'\"' @@hpcstage:scontrol@@ ; scontrol -o show job 42'"
+            "printf '\"'\"'%s\\n'\"'\"' @@hpcstage:scontrol@@ ; scontrol -o show job 42 || "
+            "{ printf '\"'\"'%s\\n'\"'\"' @@hpcstage:sacct@@ ; sacct -n -P -X -j 42 -o State,ExitCode,JobName ; }'"
         ],
         stdout=f"{STATUS_SEPARATOR}\n{scontrol}",
     )
@@ -224,3 +232,206 @@ def test_job_ids_from_callers_are_checked_before_any_call(
     with pytest.raises(ValueError, match="job id"):
         backend(client).cancel("42; reboot")
     assert sent == []
+
+
+# -- after MinJobAge, sbatch's chatter, long scripts, finding the head node -----------------------
+
+
+def test_a_job_gone_from_the_controller_is_found_through_sacct(
+    stubbed: tuple[Any, Stubber, list[dict[str, Any]]],
+) -> None:
+    """ParallelCluster sets MinJobAge=300: a job that ended earlier is known only to accounting."""
+    client, stubber, _ = stubbed
+    expect_command(
+        stubber,
+        stdout=f"{STATUS_SEPARATOR}\n{SACCT_SEPARATOR}\nFAILED|3:0|stage 'x'|odd\n",
+        stderr="slurm_load_jobs error: Invalid job id specified\n",
+    )
+    assert backend(client).status("42", name="stage 'x'|odd") == JobStatus(JobState.FAILED, exit_code=3)
+
+    expect_command(stubber, stdout=f"{STATUS_SEPARATOR}\n{SACCT_SEPARATOR}\nCANCELLED by 1000|0:15|n\n")
+    assert backend(client).status("42", name="n") == JobStatus(JobState.CANCELLED, exit_code=0, signal=15)
+
+
+def test_a_job_neither_the_controller_nor_accounting_knows_is_a_lookup_error_naming_both(
+    stubbed: tuple[Any, Stubber, list[dict[str, Any]]],
+) -> None:
+    client, stubber, _ = stubbed
+    expect_command(
+        stubber,
+        status="Failed",
+        code=1,
+        stdout=f"{STATUS_SEPARATOR}\n{SACCT_SEPARATOR}\n",
+        stderr="slurm_load_jobs error: Invalid job id specified\nsacct: error: Slurm accounting storage is disabled\n",
+    )
+    with pytest.raises(JobLookupError) as caught:
+        backend(client).status("42")
+    assert str(caught.value) == (
+        "Slurm no longer knows job 42: not in squeue, purged from the controller after MinJobAge (300 s on "
+        "ParallelCluster), and sacct has no record of it (sacct: error: Slurm accounting storage is disabled); "
+        "keep finished jobs with slurmdbd accounting (ParallelCluster: Scheduling/SlurmSettings/Database)"
+    )
+
+
+def test_the_status_command_runs_sacct_only_when_scontrol_fails(tmp_path: Path) -> None:
+    """The real shell text, with stand-in squeue/scontrol/sacct: the || and the separators hold."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {
+        "runuser": 'exec /bin/sh -c "$4"\n',
+        "squeue": "exit 0\n",
+        "scontrol": 'echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1\n',
+        "sacct": 'printf "%s\\n" "$*" > "$LOG/sacct-args"; echo "COMPLETED|0:0|n"\n',
+    }.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    client = boto3.client("ssm", region_name="us-east-1")
+    sent: list[str] = []
+    client.meta.events.register(
+        "provide-client-params.ssm.SendCommand",
+        lambda params, **_: sent.extend(params["Parameters"]["commands"]),
+    )
+    with Stubber(client) as stubber:
+        expect_command(stubber, stdout=f"{STATUS_SEPARATOR}\n{SACCT_SEPARATOR}\nCOMPLETED|0:0|n\n")
+        assert backend(client).status("42", name="n") == JobStatus(JobState.COMPLETED, exit_code=0)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(tmp_path)}
+    done = subprocess.run(["/bin/sh", "-c", sent[0]], env=env, capture_output=True, text=True, timeout=30)
+    assert done.stdout == f"{STATUS_SEPARATOR}\n{SACCT_SEPARATOR}\nCOMPLETED|0:0|n\n"
+    assert (tmp_path / "sacct-args").read_text() == "-n -P -X -j 42 -o State,ExitCode,JobName\n"
+
+
+def test_sbatch_id_is_read_from_the_last_line_after_login_shell_output(
+    stubbed: tuple[Any, Stubber, list[dict[str, Any]]],
+) -> None:
+    client, stubber, _ = stubbed
+    expect_command(stubber, stdout="Welcome to the cluster\n 12 updates available\n\n4711;parallelcluster\n")
+    assert backend(client).submit(JobSpec(name="n", command="true", workdir="/w", output_dir="/o")) == "4711"
+
+
+def test_a_200_kib_script_goes_through_s3_and_reaches_sbatch_intact(tmp_path: Path) -> None:
+    """Inside runuser -c the whole command is one argument, capped at 128 KiB by Linux."""
+    bucket = "work-bucket"
+    big = JobSpec(
+        name="big",
+        command="".join(f"echo 'line {i} $(touch {tmp_path}/canary)'\n" for i in range(5000)),
+        workdir="/w",
+        output_dir="/o",
+    )
+    script = build_script(big)
+    assert len(script.encode()) > 200 * 1024
+    env = install_stand_ins(tmp_path)
+    fake_s3 = tmp_path / "fake-s3"
+    (tmp_path / "bin" / "aws").write_text(
+        '#!/bin/sh\n[ "$1 $2 $3" = "s3 cp --only-show-errors" ] || exit 2\ncp -- "$FAKE_S3/${4#s3://}" "$5"\n'
+    )
+    (tmp_path / "bin" / "aws").chmod(0o755)
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=bucket)
+        client = boto3.client("ssm", region_name="us-east-1")
+        sent: list[str] = []
+        client.meta.events.register(
+            "provide-client-params.ssm.SendCommand",
+            lambda params, **_: sent.extend(params["Parameters"]["commands"]),
+        )
+        pcluster = ParallelClusterSSM(
+            client,
+            HEAD_NODE,
+            user="ec2-user",
+            sleep=lambda s: None,
+            s3=s3,
+            output_s3_bucket=bucket,
+            output_s3_prefix="staging/run-1/ssm-output",
+        )
+        with Stubber(client) as stubber:
+            stubber.add_response("send_command", {"Command": {"CommandId": COMMAND_ID}})
+            stubber.add_response(
+                "get_command_invocation",
+                {"Status": "Success", "ResponseCode": 0, "StandardOutputContent": "77;hpc\n"},
+            )
+            s3.put_object(  # where SSM would have put the full stdout
+                Bucket=bucket,
+                Key=f"staging/run-1/ssm-output/{COMMAND_ID}/{HEAD_NODE}/awsrunShellScript/0.awsrunShellScript/stdout",
+                Body=b"77;hpc\n",
+            )
+            assert pcluster.submit(big) == "77"
+        [key] = [
+            o["Key"]
+            for o in s3.list_objects_v2(Bucket=bucket, Prefix="staging/run-1/ssm-output/scripts/")["Contents"]
+        ]
+        (fake_s3 / bucket / key).parent.mkdir(parents=True)
+        (fake_s3 / bucket / key).write_bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    assert len(sent[0].encode()) < 1024
+    done = subprocess.run(
+        ["/bin/sh", "-c", sent[0]],
+        env={**env, "FAKE_S3": str(fake_s3)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout) == (0, "77;hpc\n"), done.stderr
+    assert (tmp_path / "script").read_text() == script
+    assert (tmp_path / "user").read_text() == "ec2-user"
+    assert not (tmp_path / "canary").exists()
+
+
+def test_without_an_s3_location_a_large_script_is_refused_before_any_call(
+    stubbed: tuple[Any, Stubber, list[dict[str, Any]]],
+) -> None:
+    client, _, sent = stubbed
+    big = JobSpec(name="n", command="#" * 40_000, workdir="/w", output_dir="/o")
+    with pytest.raises(SlurmCommandError, match="go through S3"):
+        backend(client).submit(big)
+    assert sent == []
+
+
+def head_node_reservation(instance_id: str, attributes: str) -> dict[str, Any]:
+    return {
+        "Instances": [
+            {
+                "InstanceId": instance_id,
+                "Tags": [
+                    {"Key": "parallelcluster:cluster-name", "Value": "genomics"},
+                    {"Key": "parallelcluster:node-type", "Value": "HeadNode"},
+                    {"Key": "parallelcluster:attributes", "Value": attributes},
+                ],
+            }
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("attributes", "user"),
+    [
+        ("alinux2023, slurm, 3.13.0, x86_64", "ec2-user"),
+        ("ubuntu2204, slurm, 3.13.0, arm64", "ubuntu"),
+        ("rocky9, slurm, 3.13.0, x86_64", "rocky"),
+        ("someos, slurm, 3.13.0, x86_64", None),
+    ],
+)
+def test_the_head_node_is_found_by_parallelclusters_tags(attributes: str, user: str | None) -> None:
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    with Stubber(ec2) as stubber:
+        stubber.add_response(
+            "describe_instances",
+            {"Reservations": [head_node_reservation(HEAD_NODE, attributes)]},
+            {
+                "Filters": [
+                    {"Name": "tag:parallelcluster:cluster-name", "Values": ["genomics"]},
+                    {"Name": "tag:parallelcluster:node-type", "Values": ["HeadNode"]},
+                    {"Name": "instance-state-name", "Values": ["running"]},
+                ]
+            },
+        )
+        assert find_head_node(ec2, "genomics") == (HEAD_NODE, user)
+
+
+def test_no_running_head_node_is_a_clear_error() -> None:
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    with Stubber(ec2) as stubber:
+        stubber.add_response("describe_instances", {"Reservations": []})
+        with pytest.raises(
+            HeadNodeNotFoundError,
+            match="0 running instances are tagged parallelcluster:cluster-name=genomics",
+        ):
+            find_head_node(ec2, "genomics")

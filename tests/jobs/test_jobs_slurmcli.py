@@ -102,6 +102,8 @@ def test_sbatch_parsable_output() -> None:
     assert parse_sbatch_output("124;cluster\n") == "124"
     with pytest.raises(SlurmCommandError):
         parse_sbatch_output("Submitted batch job 5\n")
+    # a login shell (runuser -l) may print before sbatch does: the id is the last line
+    assert parse_sbatch_output("Last login: Mon Jan  1 on pts/0\n1234 files in /scratch\n\n125;pc\n") == "125"
 
 
 @pytest.mark.parametrize("job_id", ["1; rm -rf /", "$(id)", "-1", "12_3", "", " 1"])
@@ -211,3 +213,27 @@ def test_missing_slurm_client_and_hung_commands_are_command_errors() -> None:
         LocalSlurm(run=missing).status("5")
     with pytest.raises(SlurmCommandError, match="did not answer within 3s"):
         LocalSlurm(run=hung, command_timeout_s=3).status("5")
+
+
+def test_local_status_after_min_job_age_comes_from_sacct() -> None:
+    """ParallelCluster's MinJobAge=300: once scontrol has forgotten the job, sacct still knows it."""
+    gone = ("", "slurm_load_jobs error: Invalid job id specified\n", 1)
+    runner = FakeRunner(
+        {
+            "squeue": [("", "slurm_load_jobs error: Invalid job id specified\n", 1)] * 2,
+            "scontrol": [gone, gone],
+            "sacct": [
+                ("TIMEOUT|0:0|mine\n", "", 0),
+                ("", "sacct: error: Slurm accounting storage is disabled\n", 1),
+            ],
+        }
+    )
+    backend = LocalSlurm(run=runner)
+
+    assert backend.status("41", name="mine") == JobStatus(JobState.TIMEOUT, exit_code=0)
+    assert runner.calls[2][0] == ["sacct", "-n", "-P", "-X", "-j", "41", "-o", "State,ExitCode,JobName"]
+    with pytest.raises(
+        JobLookupError,
+        match=r"sacct has no record of it \(sacct: error: Slurm accounting storage is disabled\)",
+    ):
+        backend.status("41", name="mine")

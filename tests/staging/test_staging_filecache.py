@@ -27,8 +27,8 @@ from hpcstage.staging import (
     make_target,
 )
 from hpcstage.staging.hsm import (
-    ACTION_COUNT_SCRIPT,
     ARCHIVE_SCRIPT,
+    COUNT_SCRIPT,
     RELEASE_SCRIPT,
     RESTORE_SCRIPT,
     STATE_SCRIPT,
@@ -44,6 +44,7 @@ from test_staging_support import (
     WORK_BUCKET,
     WORK_URL,
     command_id,
+    counts_stdout,
     expect_command,
     ssm_output_key,
 )
@@ -171,8 +172,8 @@ def test_stage_sends_exactly_the_quoted_restore_and_count_commands(clients: dict
     progress = target.stage_progress(handle)
     assert (progress.state, progress.phase, progress.total) == (RUNNING, "restore", 2)
 
-    count = shell.command(["bash", "-c", ACTION_COUNT_SCRIPT, "hsm-action-count", url, "16"])
-    expect_command(clients["stub"], commands=[count], stdout="HSM_TOTAL 2\nHSM_NOOP 2\n")
+    count = shell.command(["bash", "-c", COUNT_SCRIPT, "hsm-count", url, "16"])
+    expect_command(clients["stub"], commands=[count], stdout=counts_stdout(2, pending=0))
     progress = target.stage_progress(handle)
     assert (progress.state, progress.done, progress.total) == (SUCCEEDED, 2, 2)
 
@@ -183,7 +184,7 @@ def test_selected_files_missing_from_the_cache_fail_the_stage(clients: dict[str,
     handle = target.stage(StagingManifest.from_entries([ManifestEntry(SRC, k, 1) for k in keys]))
     expect_command(clients["stub"])
     target.stage_progress(handle)
-    expect_command(clients["stub"], stdout="HSM_TOTAL 2\nHSM_NOOP 2\n")
+    expect_command(clients["stub"], stdout=counts_stdout(2, pending=0))
     progress = target.stage_progress(handle)
     assert (progress.state, progress.failed, progress.total) == (FAILED, 1, 3)
     assert progress.message == "1 of 3 selected file(s) are not on the file system"
@@ -213,11 +214,11 @@ def test_export_archives_and_waits_until_no_action_is_pending(clients: dict[str,
     url = handle.data["archive_list"]
     assert read_list(clients["s3"], url) == ["/cache/ns1/results/run 1", "/cache/ns1/logs"]
     assert sent == [[bash_command("hsm-archive", ARCHIVE_SCRIPT, url, "4")]]
-    count = [bash_command("hsm-action-count", ACTION_COUNT_SCRIPT, url, "4")]
-    expect_command(stub, commands=count, stdout="HSM_TOTAL 40\nHSM_NOOP 12\n")
+    count = [bash_command("hsm-count", COUNT_SCRIPT, url, "4")]
+    expect_command(stub, commands=count, stdout=counts_stdout(40, pending=28))
     progress = target.export_progress(handle)
     assert (progress.state, progress.done, progress.total) == (RUNNING, 12, 40)
-    expect_command(stub, commands=count, stdout="HSM_TOTAL 40\nHSM_NOOP 40\n")
+    expect_command(stub, commands=count, stdout=counts_stdout(40, pending=0))
     progress = target.export_progress(handle)
     assert (progress.state, progress.done, progress.total) == (SUCCEEDED, 40, 40)
 
@@ -245,7 +246,7 @@ def test_release_refuses_unverified_files_and_releases_exactly_the_verified_ones
     stub, s3 = clients["stub"], clients["s3"]
     expect_command(
         stub,
-        commands=[bash_command("hsm-state", STATE_SCRIPT, list_url("verify", ["/cache/ns1/r"]))],
+        commands=[bash_command("hsm-state", STATE_SCRIPT, list_url("verify", ["/cache/ns1/r"]), "16")],
         stdout=report({"/cache/ns1/r/a": ARCHIVED, "/cache/ns1/r/b": DIRTY, "/cache/ns1/r/c": "MISSING"}),
     )
     with pytest.raises(ReleaseRefusedError) as raised:

@@ -28,10 +28,10 @@ from hpcstage.staging import (
     UnsafePathError,
     make_target,
 )
-from hpcstage.staging.hsm import ACTION_COUNT_SCRIPT, RESTORE_SCRIPT, bash_command, encode_path_list
+from hpcstage.staging.hsm import COUNT_SCRIPT, RESTORE_SCRIPT, bash_command, encode_path_list
 from hpcstage.staging.targets.fsx import client_token, import_paths
 from moto import mock_aws
-from test_staging_support import FS_ID, INSTANCE_ID, WORK_BUCKET, WORK_URL, expect_command
+from test_staging_support import FS_ID, INSTANCE_ID, WORK_BUCKET, WORK_URL, counts_stdout, expect_command
 
 SRC = "source-bucket"
 REPO = f"s3://{SRC}/project/"
@@ -88,6 +88,25 @@ def association(lifecycle: str = "AVAILABLE", fs_path: str = "/ns1", repo: str =
         "FileSystemPath": fs_path,
         "DataRepositoryPath": repo,
     }
+
+
+def file_system(**overrides: Any) -> dict[str, Any]:
+    """A DescribeFileSystems entry for an FSx for Lustre file system that takes associations."""
+    return {
+        "FileSystemId": FS_ID,
+        "FileSystemType": "LUSTRE",
+        "Lifecycle": "AVAILABLE",
+        "FileSystemTypeVersion": "2.15",
+        "StorageType": "SSD",
+        "LustreConfiguration": {"DeploymentType": "PERSISTENT_2"},
+        **overrides,
+    }
+
+
+def expect_file_system(stub: Stubber, **overrides: Any) -> None:
+    stub.add_response(
+        "describe_file_systems", {"FileSystems": [file_system(**overrides)]}, {"FileSystemIds": [FS_ID]}
+    )
 
 
 def expect_associations(stub: Stubber, found: list[dict]) -> None:
@@ -157,6 +176,7 @@ def test_250_paths_become_three_import_tasks_of_100_100_50(clients: dict[str, An
     keys = [f"project/d{i:03d}/f.nc" for i in range(250)]
     target = make(clients, import_granularity="object", max_active_tasks=3)
     stub = clients["fsx_stub"]
+    expect_file_system(stub)
     expect_associations(stub, [association()])
     urls = [f"{REPO}d{i:03d}/f.nc" for i in range(250)]
     batches = [urls[:100], urls[100:200], urls[200:]]
@@ -204,6 +224,7 @@ def test_250_paths_become_three_import_tasks_of_100_100_50(clients: dict[str, An
     assert handle.data["tasks"]["succeeded"] == 250
 
     # The same run submitting the same batches again sends the same tokens (idempotent retries).
+    expect_file_system(stub)
     expect_associations(stub, [association()])
     for i, batch in enumerate(batches):
         assert expect_create(stub, batch, i, i + 1) == tokens[i]
@@ -217,6 +238,7 @@ def test_one_task_at_a_time_by_default_with_the_next_batch_submitted_by_progress
     target = make(clients)  # directory granularity: 120 directory paths
     stub = clients["fsx_stub"]
     urls = [f"{REPO}d{i:03d}/" for i in range(120)]
+    expect_file_system(stub)
     expect_associations(stub, [association()])
     expect_create(stub, urls[:100], 0, 1)
     handle = target.stage(manifest_of(keys))
@@ -235,6 +257,7 @@ def test_task_executing_is_retried_with_jittered_backoff(clients: dict[str, Any]
     sleeps = Sleeps()
     target = make(clients, sleeps)
     stub = clients["fsx_stub"]
+    expect_file_system(stub)
     expect_associations(stub, [association()])
     for _ in range(2):
         stub.add_client_error(
@@ -254,6 +277,7 @@ def test_task_executing_past_the_attempt_bound_waits_for_the_next_poll(clients: 
     sleeps = Sleeps()
     target = make(clients, sleeps, submit_attempts=2)
     stub = clients["fsx_stub"]
+    expect_file_system(stub)
     expect_associations(stub, [association()])
     for _ in range(2):
         stub.add_client_error("create_data_repository_task", service_error_code="DataRepositoryTaskExecuting")
@@ -274,6 +298,7 @@ def test_task_executing_past_the_attempt_bound_waits_for_the_next_poll(clients: 
 def test_other_create_errors_are_not_retried(clients: dict[str, Any]) -> None:
     target = make(clients)
     stub = clients["fsx_stub"]
+    expect_file_system(stub)
     expect_associations(stub, [association()])
     stub.add_client_error("create_data_repository_task", service_error_code="ServiceLimitExceeded")
     with pytest.raises(Exception, match="ServiceLimitExceeded"):
@@ -283,6 +308,7 @@ def test_other_create_errors_are_not_retried(clients: dict[str, Any]) -> None:
 def test_polling_to_failed_surfaces_the_failure_details(clients: dict[str, Any]) -> None:
     target = make(clients, import_granularity="object")
     stub = clients["fsx_stub"]
+    expect_file_system(stub)
     expect_associations(stub, [association()])
     expect_create(stub, [f"{REPO}a/x.nc"], 0, 1)
     handle = target.stage(manifest_of(["project/a/x.nc"]))
@@ -321,8 +347,9 @@ def test_polling_to_failed_surfaces_the_failure_details(clients: dict[str, Any])
 
 
 def test_association_is_created_when_missing_and_waited_for(clients: dict[str, Any]) -> None:
-    target = make(clients, report_path="s3://source-bucket/reports")
+    target = make(clients, report_path=f"{REPO}hpcstage-reports")
     stub = clients["fsx_stub"]
+    expect_file_system(stub)
     expect_associations(stub, [association(fs_path="/other", repo="s3://source-bucket/other/", n=9)])
     stub.add_response(
         "create_data_repository_association",
@@ -345,7 +372,7 @@ def test_association_is_created_when_missing_and_waited_for(clients: dict[str, A
     stub.add_response("describe_data_repository_associations", {"Associations": [association()]}, dra)
     report = {
         "Enabled": True,
-        "Path": "s3://source-bucket/reports",
+        "Path": f"{REPO}hpcstage-reports",
         "Format": "REPORT_CSV_20191124",
         "Scope": "FAILED_FILES_ONLY",
     }
@@ -386,6 +413,7 @@ def test_describe_asks_for_at_most_50_task_ids(clients: dict[str, Any]) -> None:
     keys = [f"project/f{i:04d}" for i in range(6000)]
     target = make(clients, import_granularity="object", max_active_tasks=60)
     stub = clients["fsx_stub"]
+    expect_file_system(stub)
     expect_associations(stub, [association()])
     urls = [f"{REPO}f{i:04d}" for i in range(6000)]
     for i in range(60):
@@ -401,6 +429,7 @@ def test_restore_phase_prefetches_with_hsm_restore_and_counts_noops(clients: dic
     target = make(clients, prefetch=True, import_granularity="object")
     fsx, ssm, s3 = clients["fsx_stub"], clients["ssm_stub"], clients["s3"]
     keys = ["project/a/x.nc", "project/b/y z.nc", "project/-c"]
+    expect_file_system(fsx)
     expect_associations(fsx, [association()])
     expect_create(fsx, sorted(f"{REPO}{k.removeprefix('project/')}" for k in keys), 0, 1)
     handle = target.stage(manifest_of(keys))
@@ -417,11 +446,11 @@ def test_restore_phase_prefetches_with_hsm_restore_and_counts_noops(clients: dic
     expect_command(ssm, commands=[bash_command("hsm-restore", RESTORE_SCRIPT, list_url, "16")])
     progress = target.stage_progress(handle)
     assert (progress.state, progress.phase, progress.done, progress.total) == (RUNNING, "restore", 0, 3)
-    count = [bash_command("hsm-action-count", ACTION_COUNT_SCRIPT, list_url, "16")]
-    expect_command(ssm, commands=count, stdout="HSM_TOTAL 3\nHSM_NOOP 1\n")
+    count = [bash_command("hsm-count", COUNT_SCRIPT, list_url, "16")]
+    expect_command(ssm, commands=count, stdout=counts_stdout(3, pending=2))
     progress = target.stage_progress(handle)
     assert (progress.state, progress.phase, progress.done, progress.total) == (RUNNING, "restore", 1, 3)
-    expect_command(ssm, commands=count, stdout="HSM_TOTAL 3\nHSM_NOOP 3\n")
+    expect_command(ssm, commands=count, stdout=counts_stdout(3, pending=0))
     progress = target.stage_progress(handle)
     assert (progress.state, progress.done, progress.total) == (SUCCEEDED, 3, 3)
 
@@ -429,6 +458,7 @@ def test_restore_phase_prefetches_with_hsm_restore_and_counts_noops(clients: dic
 def test_a_failing_restore_command_fails_the_stage_with_its_stderr(clients: dict[str, Any]) -> None:
     target = make(clients, prefetch=True, import_granularity="object")
     fsx, ssm = clients["fsx_stub"], clients["ssm_stub"]
+    expect_file_system(fsx)
     expect_associations(fsx, [association()])
     expect_create(fsx, [f"{REPO}a"], 0, 1)
     handle = target.stage(manifest_of(["project/a"]))
@@ -489,9 +519,10 @@ def test_release_only_for_verified_paths(clients: dict[str, Any]) -> None:
     # No CreateDataRepositoryTask was made: the Stubber would have failed on an unexpected call.
 
     expect_command(ssm, stdout=state_report({"/fsx/ns1/results/a": archived, "/fsx/ns1/in/c": archived}))
+    # by directory: the output directory, and the directory of the verified input file
     expect_create(
         fsx,
-        ["ns1/results", "ns1/in/c"],
+        ["ns1/in", "ns1/results"],
         0,
         1,
         task_type="RELEASE_DATA_FROM_FILESYSTEM",
@@ -529,6 +560,7 @@ def test_plans_live_in_the_work_bucket_so_handles_stay_small(clients: dict[str, 
     keys = [f"project/{'d' * 200}{i:05d}/file" for i in range(2000)]
     target = make(clients, import_granularity="object")
     stub = clients["fsx_stub"]
+    expect_file_system(stub)
     expect_associations(stub, [association()])
     stub.add_response(
         "create_data_repository_task", {"DataRepositoryTask": task(task_id(1), "PENDING")}, None
@@ -536,3 +568,42 @@ def test_plans_live_in_the_work_bucket_so_handles_stay_small(clients: dict[str, 
     handle = target.stage(manifest_of(keys))
     assert len(json.dumps(handle.to_dict())) < 2000
     assert handle.data["tasks"]["batches"] == 20
+
+
+def test_the_file_system_must_take_associations_before_anything_is_staged(clients: dict[str, Any]) -> None:
+    target = make(clients)
+    stub = clients["fsx_stub"]
+    expect_file_system(
+        stub,
+        FileSystemTypeVersion="2.10",
+        LustreConfiguration={"DeploymentType": "SCRATCH_1"},
+        Lifecycle="UPDATING",
+    )
+    with pytest.raises(TargetNotReadyError) as raised:
+        target.stage(manifest_of(["project/a/x.nc"]))
+    assert str(raised.value) == (
+        f"FSx file system {FS_ID} cannot be an fsx target: its lifecycle is UPDATING, not AVAILABLE; it runs "
+        "Lustre 2.10; data repository associations need 2.12 or 2.15; SCRATCH_1 file systems take no data "
+        "repository associations"
+    )
+    stub.add_client_error(
+        "describe_file_systems", "FileSystemNotFound", expected_params={"FileSystemIds": [FS_ID]}
+    )
+    with pytest.raises(TargetConfigError, match=f"FSx file system {FS_ID} does not exist"):
+        target.stage(manifest_of(["project/a/x.nc"]))
+
+
+def test_a_report_path_outside_the_linked_repository_is_refused(clients: dict[str, Any]) -> None:
+    with pytest.raises(TargetConfigError, match="report_path must lie inside the linked data repository"):
+        make(clients, report_path="s3://source-bucket/reports")
+
+
+@pytest.mark.parametrize("bad", ["\u2028", "\u2029", "\u0085", "\r", "\n"])
+def test_keys_fsx_task_paths_refuse_are_listed_at_select(clients: dict[str, Any], bad: str) -> None:
+    target = make(clients)
+    keys = ["project/ok.nc", f"project/line{bad}sep.nc", f"project/dir{bad}/x.nc"]
+    with pytest.raises(UnsafePathError) as raised:
+        target.job_paths(manifest_of(keys))
+    message = str(raised.value)
+    assert message.startswith("2 object(s) cannot be staged on this target: ")
+    assert repr(f"project/line{bad}sep.nc") in message and repr(f"project/dir{bad}/x.nc") in message

@@ -2,7 +2,7 @@
 
 - an inventory written with the project's own Parquet writer (``PartWriter`` + ``write_manifest``);
 - SSM and FSx expectations for botocore's Stubber (every request checked against the service model);
-- stand-in ``lfs`` and ``aws`` programs so the head-node scripts can run here for real.
+- stand-in ``lfs`` (tests/fakes.py) and ``aws`` programs so the head-node scripts can run here for real.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from botocore.stub import ANY, Stubber
+from fakes import install_fake_lfs
 from hpcstage.inventory.output import LocalStore, PartWriter, write_manifest
 from hpcstage.ssm import output_key
 
@@ -120,18 +121,6 @@ def capture_commands(ssm: Any) -> list[str]:
 
 # -- stand-in programs for running head-node scripts here ----------------------------------------
 
-LFS_STUB = r"""#!/bin/bash
-# Records each call's argv (NUL-separated) in its own file, then answers like lfs would.
-log=$(mktemp "$LFS_LOG_DIR/call.XXXXXX")
-printf '%s\0' "$@" >"$log"
-cmd=$1; shift
-[ "${1-}" = "--" ] && shift
-case "$cmd" in
-  hsm_action) for f in "$@"; do printf '%s: %s\n' "$f" "${LFS_ACTION:-NOOP}"; done ;;
-  hsm_state) for f in "$@"; do printf '%s:\t%s\n' "$f" "${LFS_STATE:-(0x00000009) exists archived, archive_id:1}"; done ;;
-esac
-"""
-
 AWS_STUB = r"""#!/bin/bash
 # aws s3 cp [--only-show-errors] s3://BUCKET/KEY DEST, served from the directory $FAKE_S3.
 args=()
@@ -143,11 +132,11 @@ cp -- "$FAKE_S3/$src" "${args[3]}"
 
 
 def install_stubs(bin_dir: Path) -> None:
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in (("lfs", LFS_STUB), ("aws", AWS_STUB)):
-        path = bin_dir / name
-        path.write_text(text)
-        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    """The stand-in ``lfs`` of tests/fakes.py and an ``aws`` that serves ``s3 cp`` from a directory."""
+    install_fake_lfs(bin_dir)
+    path = bin_dir / "aws"
+    path.write_text(AWS_STUB)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
 def recorded_lfs_calls(log_dir: Path) -> list[list[str]]:
@@ -159,10 +148,13 @@ def recorded_lfs_calls(log_dir: Path) -> list[list[str]]:
 
 
 def stub_env(bin_dir: Path, fake_s3: Path, log_dir: Path, **extra: str) -> dict[str, str]:
+    state_dir = log_dir.parent / "lfs-state"
+    state_dir.mkdir(exist_ok=True)
     return {
         "PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin",
         "FAKE_S3": str(fake_s3),
         "LFS_LOG_DIR": str(log_dir),
+        "LFS_STATE_DIR": str(state_dir),
         "HOME": str(log_dir),
         "LANG": "C.UTF-8",
         **extra,
@@ -232,3 +224,22 @@ class LocalShellSsm:
     def get_command_invocation(self, **params: Any) -> dict[str, Any]:
         self._validate("GetCommandInvocation", params)
         return self._results[params["CommandId"]]
+
+
+def counts_stdout(
+    files: int,
+    *,
+    pending: int = 0,
+    released: int = 0,
+    not_exported: int = 0,
+    unreadable: int = 0,
+    errors: int = 0,
+) -> str:
+    """What hsm.COUNT_SCRIPT prints: of the idle files, those not released are resident and those
+    not 'not exported' are exported."""
+    idle = files - pending - unreadable - errors
+    return (
+        f"HSM_FILES {files}\nHSM_PENDING {pending}\nHSM_IDLE_RESIDENT {idle - released}\n"
+        f"HSM_IDLE_RELEASED {released}\nHSM_IDLE_EXPORTED {idle - not_exported}\n"
+        f"HSM_IDLE_NOT_EXPORTED {not_exported}\nHSM_UNREADABLE {unreadable}\nHSM_ERRORS {errors}\n"
+    )

@@ -10,6 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from hpcstage.staging import (
     SUCCEEDED,
@@ -187,13 +188,23 @@ def test_mountpoint_stages_by_checking_the_mount(clients: dict[str, Any]) -> Non
     manifest = StagingManifest.from_entries(
         [ManifestEntry(BUCKET, "proj/a/x.nc", 5), ManifestEntry(BUCKET, "proj/b/", 0)]
     )
-    expect_command(clients["stub"], stdout="MOUNTED\n")
+    expect_command(clients["stub"], stdout="MOUNT fuse mountpoint-s3\nSAMPLE_PRESENT\n")
     handle = target.stage(manifest)
     progress = target.stage_progress(handle)
     assert (progress.state, progress.done, progress.total) == (SUCCEEDED, 1, 1)
     assert target.job_paths(manifest).files == ["/mnt/s3/a/x.nc"]
-    expect_command(clients["stub"], stdout="NOT_MOUNTED\n")
-    with pytest.raises(TargetNotReadyError, match="/mnt/s3 is not a mount point"):
+    expect_command(clients["stub"], stdout="MOUNT \nSAMPLE_ABSENT\n")
+    with pytest.raises(
+        TargetNotReadyError,
+        match="/mnt/s3 on .* is not a Mountpoint for Amazon S3 mount \\(it is not a mount point\\)",
+    ):
+        target.stage(manifest)
+    expect_command(clients["stub"], stdout="MOUNT fuse.s3fs s3fs\nSAMPLE_PRESENT\n")
+    with pytest.raises(TargetNotReadyError, match="the mount table shows 'fuse.s3fs s3fs'"):
+        target.stage(manifest)
+    # Mountpoint's, but the selected object does not show: another bucket or --prefix is mounted
+    expect_command(clients["stub"], stdout="MOUNT fuse mountpoint-s3\nSAMPLE_ABSENT\n")
+    with pytest.raises(TargetNotReadyError, match="/mnt/s3/a/x.nc does not show through the mount"):
         target.stage(manifest)
     with pytest.raises(UnsafePathError, match="outside the repository prefix"):
         target.job_paths(StagingManifest.from_entries([ManifestEntry(BUCKET, "other/x", 1)]))
@@ -214,3 +225,47 @@ def test_mountpoint_verifies_in_s3_and_refuses_to_release_what_is_not_there(clie
     with pytest.raises(ReleaseRefusedError, match="results/none"):
         target.release(["results/run", "results/none"])
     assert target.release_progress(target.release(["results"])).state == SUCCEEDED
+
+
+class DeniedHead:
+    """S3 as seen without s3:ListBucket: HeadObject of a missing key answers 403, not 404."""
+
+    def __init__(self, s3: Any) -> None:
+        self.s3 = s3
+
+    def head_object(self, **params: Any) -> Any:
+        try:
+            return self.s3.head_object(**params)
+        except ClientError as err:
+            if err.response["Error"]["Code"] == "404":
+                raise ClientError({"Error": {"Code": "403", "Message": "Forbidden"}}, "HeadObject") from None
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.s3, name)
+
+
+def test_mountpoint_verification_treats_a_403_head_like_a_404(clients: dict[str, Any]) -> None:
+    target = mountpoint(clients)
+    clients["s3"].put_object(Bucket=BUCKET, Key="proj/results/run/out.csv", Body=b"1")
+    target.s3 = DeniedHead(clients["s3"])
+    result = target.verify_exported(["results/run", "results/none"])
+    assert (result.verified, result.missing) == (["results/run"], ["results/none"])
+    assert result.reasons["results/none"] == f"no object s3://{BUCKET}/proj/results/none and nothing under it"
+
+
+def test_mountpoint_verifies_every_file_the_job_declared_with_its_size(clients: dict[str, Any]) -> None:
+    target = mountpoint(clients)
+    s3 = clients["s3"]
+    s3.put_object(Bucket=BUCKET, Key="proj/out/r1/a.csv", Body=b"12345")
+    s3.put_object(Bucket=BUCKET, Key="proj/out/r1/sub/b new\nline.txt", Body=b"xy")
+    s3.put_object(Bucket=BUCKET, Key="proj/out/r1/short.bin", Body=b"1")
+    target.s3 = DeniedHead(s3)
+    declared = [("a.csv", 5), ("sub/b new\nline.txt", 2), ("short.bin", 4), ("never-uploaded.dat", 0)]
+    result = target.verify_declared("out/r1", declared)
+    assert result.verified == ["out/r1/a.csv", "out/r1/sub/b new\nline.txt"]
+    assert result.reasons == {
+        "out/r1/short.bin": f"s3://{BUCKET}/proj/out/r1/short.bin holds 1 bytes, the job wrote 4",
+        "out/r1/never-uploaded.dat": f"no object s3://{BUCKET}/proj/out/r1/never-uploaded.dat",
+    }
+    assert (result.all_archived, result.checked) == (False, 4)

@@ -12,8 +12,9 @@ from .script import build_script
 from .slurmcli import (
     INVALID_JOB_ID,
     active_status,
-    final_status,
+    finished_status,
     parse_sbatch_output,
+    sacct_argv,
     sbatch_argv,
     scancel_argv,
     scontrol_argv,
@@ -52,7 +53,13 @@ class LocalSlurm:
         if active is not None:
             return active
         shown = self._run(scontrol_argv(job_id))
-        return final_status(shown.stdout, job_id, name, errors=queued.stderr + shown.stderr)
+        errors = queued.stderr + shown.stderr
+        accounted = None
+        if not shown.stdout.strip() and INVALID_JOB_ID in errors:
+            # Past MinJobAge the controller has forgotten the job; accounting (slurmdbd) has not.
+            done = self._run(sacct_argv(job_id))
+            accounted, errors = done.stdout if done.returncode == 0 else "", errors + done.stderr
+        return finished_status(shown.stdout, job_id, name, errors=errors, sacct_out=accounted)
 
     def cancel(self, job_id: str, *, name: str | None = None) -> None:
         name = name if name is not None else self._names.get(check_job_id(job_id))

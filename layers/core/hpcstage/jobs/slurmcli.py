@@ -1,9 +1,11 @@
 """Slurm command lines (as argv lists) and the parsing of their output, shared by the backends
 that run the Slurm CLI: LocalSlurm runs them directly, ParallelClusterSSM on the head node.
 
-Finished jobs, without slurmdbd: `squeue -h -j ID` lists a job only while it is pending, running or
-completing; once it is gone, `scontrol -o show job ID` still reports JobState and
-ExitCode=code:signal for MinJobAge seconds (3600 in scripts/slurm-local.sh).
+Finished jobs: `squeue -h -j ID` lists a job only while it is pending, running or completing;
+once it is gone, `scontrol -o show job ID` still reports JobState and ExitCode=code:signal for
+MinJobAge seconds (300 on ParallelCluster, whose slurm.conf sets MinJobAge=300; 3600 in
+scripts/slurm-local.sh). After that only accounting knows the job: `sacct -j ID` (its start time
+then defaults to the epoch), which needs slurmdbd (ParallelCluster's Scheduling/SlurmSettings/Database).
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ def scontrol_argv(job_id: str) -> list[str]:
     return ["scontrol", "-o", "show", "job", check_job_id(job_id)]
 
 
+def sacct_argv(job_id: str) -> list[str]:
+    # -X: the allocation only, not its steps; -P: '|'-separated; the name last, as it may hold '|'.
+    return ["sacct", "-n", "-P", "-X", "-j", check_job_id(job_id), "-o", "State,ExitCode,JobName"]
+
+
 def scancel_argv(job_id: str, name: str | None) -> list[str]:
     # With --name, scancel leaves the job alone if the id now belongs to a job of another name.
     name_filter = [f"--name={name}"] if name else []
@@ -74,9 +81,10 @@ def scancel_argv(job_id: str, name: str | None) -> list[str]:
 
 
 def parse_sbatch_output(stdout: str) -> str:
-    """`sbatch --parsable` prints `ID` or `ID;CLUSTER`."""
-    first_line = stdout.strip().splitlines()[0] if stdout.strip() else ""
-    job_id = first_line.split(";", 1)[0]
+    """`sbatch --parsable` prints `ID` or `ID;CLUSTER` as its last line; anything before it comes
+    from elsewhere (a login shell's profile scripts under `runuser -l`, for one)."""
+    lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+    job_id = lines[-1].split(";", 1)[0] if lines else ""
     try:
         return check_job_id(job_id)
     except ValueError:
@@ -98,13 +106,47 @@ def active_status(squeue_out: str, job_id: str, name: str | None) -> JobStatus |
     return None
 
 
+def accounted_status(sacct_out: str, job_id: str, name: str | None) -> JobStatus | None:
+    """The status from `sacct_argv` output; None when accounting has no record of the job."""
+    line = next((ln for ln in sacct_out.splitlines() if ln.strip()), None)
+    if line is None:
+        return None
+    slurm_state, _, rest = line.partition("|")
+    exit_field, _, listed_name = rest.partition("|")
+    if name is not None and listed_name != name:
+        raise JobLookupError(f"job {job_id} is now {listed_name!r}, not {name!r}: the id was reused")
+    state = map_state(slurm_state)
+    code, _, sig = exit_field.partition(":")
+    exit_code = int(code) if code.isdigit() and state in TERMINAL_STATES else None
+    signal = int(sig) if sig.isdigit() and int(sig) else None
+    return JobStatus(state, exit_code, signal)
+
+
+def finished_status(
+    scontrol_out: str, job_id: str, name: str | None, errors: str = "", sacct_out: str | None = None
+) -> JobStatus:
+    """scontrol's answer while the controller still holds the job; past MinJobAge, sacct's
+    (``sacct_out`` is given only when scontrol failed)."""
+    if not scontrol_out.strip() and sacct_out is not None:
+        status = accounted_status(sacct_out, job_id, name)
+        if status is not None:
+            return status
+    return final_status(scontrol_out, job_id, name, errors)
+
+
 def final_status(scontrol_out: str, job_id: str, name: str | None, errors: str = "") -> JobStatus:
     """The status from one `scontrol -o show job ID` line (one line per job: names have no newlines)."""
     line = next((ln for ln in scontrol_out.splitlines() if ln.strip()), None)
     if line is None:
         if INVALID_JOB_ID in errors:
+            sacct_said = " ".join(
+                ln.strip() for ln in errors.splitlines() if ln.strip() and INVALID_JOB_ID not in ln
+            )
             raise JobLookupError(
-                f"Slurm no longer knows job {job_id} (purged after MinJobAge, or never existed)"
+                f"Slurm no longer knows job {job_id}: not in squeue, purged from the controller after "
+                "MinJobAge (300 s on ParallelCluster), and sacct has no record of it"
+                + (f" ({sacct_said[:300]})" if sacct_said else "")
+                + "; keep finished jobs with slurmdbd accounting (ParallelCluster: Scheduling/SlurmSettings/Database)"
             )
         raise SlurmCommandError(f"scontrol printed nothing for job {job_id}: {errors.strip()[:300]}")
     fields = _fields_after_name(line, job_id, name)

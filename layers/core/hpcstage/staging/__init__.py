@@ -44,6 +44,7 @@ from .targets import (
 _HEAD_NODE_FIELDS = frozenset(
     {
         "head_node_instance_id",
+        "cluster_name",  # found by its tags before the run (staging.steps.resolve_head_nodes)
         "work_url",
         "restore_parallelism",
         "ssm_timeout_s",

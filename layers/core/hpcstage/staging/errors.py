@@ -54,3 +54,38 @@ class RemoteCommandError(StagingError):
 
 class TargetNotReadyError(StagingError):
     """The target is not usable right now (file system not mounted, association failed, ...)."""
+
+
+# The state machine's errors (their class names are the Step Functions error names).
+
+
+class JobFailedError(StagingError):
+    """The batch job ended without success; the message holds its state and exit code."""
+
+
+class JobCancelledError(JobFailedError):
+    """The batch job was cancelled (scancel, or the scheduler) before it finished."""
+
+
+class JobTimedOutError(JobFailedError):
+    """Slurm ended the job at its time limit."""
+
+
+class StageFailedError(StagingError):
+    """Some selected objects could not be staged."""
+
+
+class ExportFailedError(StagingError):
+    """Some job outputs could not be exported."""
+
+
+class ReleaseFailedError(StagingError):
+    """The cache space of some files could not be released."""
+
+
+class ExportNotVerifiedError(StagingError):
+    """Some job outputs have no verified copy in S3: they are kept in the cache, not released."""
+
+
+class TriggerObjectError(InputError):
+    """The S3 object that triggered a run is not a usable staging request."""

@@ -7,8 +7,11 @@ constants: the only variable values (the list's S3 URL, a parallelism, a mount p
 positional parameters of ``bash -c SCRIPT NAME ARGS...``, each quoted with ``hpcstage.shell``, so no
 value is ever spliced into script text. Paths are absolute, so none can be read as an option.
 
-Results that name files come back as ``base64(path) TAB text`` lines (stdout is text; names may hold
-newlines). Counts come back as ``NAME <int>`` lines.
+Files go to ``lfs`` in batches (a process per file does not scale to 100k files under SSM's
+timeout): request commands in calls of at most ``HSM_REQUEST_MAX_FILES``, state and action queries
+in calls of ``HSM_PROBE_BATCH``. Results that name files come back as ``base64(path) TAB text`` lines
+or as ``@batch TAB base64(lfs output)`` (stdout is text; names may hold newlines). Counts come back
+as ``NAME <int>`` lines.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from .errors import RemoteCommandError, StagingError
 _PRELUDE = r"""set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf -- "$work"' EXIT
+export work
+mkdir "$work/out"
 aws s3 cp --only-show-errors "$1" "$work/list"
 # NUL-separated files and directories in; NUL-separated regular files out (symlinks skipped).
 expand_files() {
@@ -42,69 +47,149 @@ expand_files() {
     fi
   done
 }
+# NUL-separated names in; names without a newline to $work/plain, the others to $work/odd. lfs
+# prints one line per file, so output lines map to files one to one only for the plain names;
+# the odd ones are asked about one at a time.
+split_names() {
+  while IFS= read -r -d '' f; do
+    case $f in
+      *$'\n'*) printf '%s\0' "$f" >&4 ;;
+      *) printf '%s\0' "$f" >&3 ;;
+    esac
+  done 3>"$work/plain" 4>"$work/odd"
+}
 """
 
-# In every script, `xargs -n 256` bounds the files per lfs call, well inside ARG_MAX even for
-# 4,096-byte paths.
+# Lustre sends all the files of one `lfs hsm_restore|hsm_archive|hsm_release` as ONE request, and
+# the client refuses a request of MDS_MAXREQSIZE/3 bytes or more with E2BIG (llite/dir.c,
+# LL_IOC_HSM_REQUEST): 24 + 32 bytes a file, so at most 52 files. `xargs -n` keeps each call below.
+# Those three parse options with getopt_long, so `--` ends the options; `lfs hsm_state` and
+# `lfs hsm_action` parse none and would take `--` for a file name (lustre/utils/lfs.c), so they
+# get the absolute paths alone.
+HSM_REQUEST_MAX_FILES = 50
+# Files per `lfs hsm_state` / `lfs hsm_action` call (xargs also keeps each argv within ARG_MAX).
+HSM_PROBE_BATCH = 512
 
 # $1 list URL, $2 parallel lfs processes. hsm_restore only queues requests, so this is quick.
 RESTORE_SCRIPT = (
     _PRELUDE
-    + r"""xargs -0 -r -n 256 -P "$2" lfs hsm_restore -- <"$work/list"
+    + rf"""xargs -0 -r -n {HSM_REQUEST_MAX_FILES} -P "$2" lfs hsm_restore -- <"$work/list"
 """
 )
 
 # $1 list URL (files and directories), $2 parallel lfs processes.
 ARCHIVE_SCRIPT = (
     _PRELUDE
-    + r"""expand_files <"$work/list" >"$work/files"
-xargs -0 -r -n 256 -P "$2" lfs hsm_archive -- <"$work/files"
+    + rf"""expand_files <"$work/list" >"$work/files"
+xargs -0 -r -n {HSM_REQUEST_MAX_FILES} -P "$2" lfs hsm_archive -- <"$work/files"
 """
 )
 
 # $1 list URL (verified files only), $2 parallel lfs processes.
 RELEASE_SCRIPT = (
     _PRELUDE
-    + r"""xargs -0 -r -n 256 -P "$2" lfs hsm_release -- <"$work/list"
+    + rf"""xargs -0 -r -n {HSM_REQUEST_MAX_FILES} -P "$2" lfs hsm_release -- <"$work/list"
 """
 )
 
-# $1 list URL, $2 parallel lfs processes. A file is done when `lfs hsm_action` shows NOOP (no
-# restore or archive pending). Each lfs process is counted by its own awk, so the parallel outputs
-# are single short lines that cannot interleave.
-ACTION_COUNT_SCRIPT = (
+# $1 list URL, $2 parallel lfs processes. Each file's `hsm_action` and `hsm_state` lines are
+# classified by one awk per batch (no process per file): pending (an action other than NOOP), and
+# of the idle ones, released or resident, exported (exists archived, not dirty or lost) or not.
+# A batch whose lfs call fails (a file removed meanwhile) is asked again file by file; files that
+# still fail are counted as errors. Counts come back as one line per batch, summed at the end.
+COUNT_SCRIPT = (
     _PRELUDE
-    + r"""expand_files <"$work/list" >"$work/files"
-count_noop() {
-  set -o pipefail
-  lfs hsm_action -- "$@" | awk '$NF == "NOOP" {n++} END {print n+0}'
+    + r"""classify() {
+  awk '
+    function hexval(s,   i, v) {
+      v = 0
+      for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
+      return v
+    }
+    function bit(v, b) { return int(v / b) % 2 }
+    NR == FNR { pending[FNR] = ($0 !~ /: NOOP$/); next }
+    {
+      if (!match($0, /: \(0x[0-9a-f]+\)[a-z_ ]*(, archive_id:[0-9]+)?$/)) { bad++; next }
+      m = hexval(substr($0, RSTART + 5, 8)); n++
+      if (pending[FNR]) { p++; next }
+      if (bit(m, 4)) rel++; else res++
+      if (bit(m, 1) && bit(m, 8) && !bit(m, 2) && !bit(m, 64)) ex++; else nex++
+    }
+    END { printf "%d %d %d %d %d %d %d\n", n, p, res, rel, ex, nex, bad }' "$1" "$2"
 }
-export -f count_noop
-total=$(tr -cd '\000' <"$work/files" | wc -c)
-noop=$(xargs -0 -r -n 256 -P "$2" bash -c 'count_noop "$@"' count_noop <"$work/files" | awk '{s += $1} END {print s+0}')
-printf 'HSM_TOTAL %d\nHSM_NOOP %d\n' "$total" "$noop"
-"""
+# One file: its lines with the path cut off, so a newline in the name cannot split them.
+probe_one() {
+  local a s
+  a=$(lfs hsm_action "$1" 2>/dev/null) && s=$(lfs hsm_state "$1" 2>/dev/null) || return 1
+  printf 'f%s\n' "${a#"$1"}" >>"$2"
+  printf 'f%s\n' "${s#"$1"}" >>"$3"
+}
+# $1 "batch" (names without newlines: one lfs call for all) or "each"; then the files.
+count_batch() {
+  local mode=$1 out errors=0 f
+  shift
+  out=$(mktemp "$work/out/c.XXXXXX")
+  if [ "$mode" = each ] || ! { lfs hsm_action "$@" >"$out.a" && lfs hsm_state "$@" >"$out.s"; } 2>/dev/null; then
+    : >"$out.a"; : >"$out.s"
+    for f in "$@"; do probe_one "$f" "$out.a" "$out.s" || errors=$((errors + 1)); done
+  fi
+  if [ -s "$out.a" ]; then classify "$out.a" "$out.s" >"$out"; fi
+  printf '0 0 0 0 0 0 0 %d\n' "$errors" >>"$out"
+  rm -f -- "$out.a" "$out.s"
+}
+export -f classify probe_one count_batch
+expand_files <"$work/list" | split_names
+xargs -0 -r -n HSM_PROBE_BATCH -P "$2" bash -c 'count_batch batch "$@"' count_batch <"$work/plain"
+xargs -0 -r -n HSM_PROBE_BATCH bash -c 'count_batch each "$@"' count_batch <"$work/odd"
+cat "$work"/out/* 2>/dev/null | awk '
+  { n += $1; p += $2; res += $3; rel += $4; ex += $5; nex += $6; bad += $7; err += $8 }
+  END {
+    printf "HSM_FILES %d\nHSM_PENDING %d\nHSM_IDLE_RESIDENT %d\nHSM_IDLE_RELEASED %d\n", n + bad + err, p, res, rel
+    printf "HSM_IDLE_EXPORTED %d\nHSM_IDLE_NOT_EXPORTED %d\nHSM_UNREADABLE %d\nHSM_ERRORS %d\n", ex, nex, bad, err
+  }'
+""".replace("HSM_PROBE_BATCH", str(HSM_PROBE_BATCH))
 )
 
-# $1 list URL (files and directories). One line per file: base64(path) TAB state.
+# $1 list URL (files and directories). Per listed entry that is not a regular file or directory
+# one line `base64(path) TAB MISSING|SYMLINK`; per batch of files without a newline in their name
+# one line `@batch TAB base64(lfs hsm_state output)` (one base64 process a batch, not a file);
+# per file with a newline in its name, or in a batch whose lfs call failed, one line
+# `base64(path) TAB state` (or `ERROR ...`). Batch outputs go to files of their own, so parallel
+# batches cannot interleave.
 STATE_SCRIPT = (
     _PRELUDE
     + r"""b64() { printf '%s' "$1" | base64 -w0; }
 state_of() {
   local f=$1 s
-  if s=$(lfs hsm_state -- "$f" 2>&1); then s=${s#"$f:"}; else s="ERROR $s"; fi
+  if s=$(lfs hsm_state "$f" 2>&1); then s=${s#"$f:"}; else s="ERROR $s"; fi
   s=${s//$'\n'/ }
   printf '%s\t%s\n' "$(b64 "$f")" "${s//$'\t'/ }"
 }
+# $1 "batch" (names without newlines: one lfs call for all) or "each"; then the files.
+state_batch() {
+  local mode=$1 out f
+  shift
+  out=$(mktemp "$work/out/s.XXXXXX")
+  if [ "$mode" = batch ] && lfs hsm_state "$@" >"$out.s" 2>/dev/null; then
+    printf '@batch\t%s\n' "$(base64 -w0 <"$out.s")" >"$out"
+  else
+    for f in "$@"; do state_of "$f"; done >"$out"
+  fi
+  rm -f -- "$out.s"
+}
+export -f b64 state_of state_batch
 while IFS= read -r -d '' p; do
   if [ -L "$p" ]; then printf '%s\tSYMLINK\n' "$(b64 "$p")"
-  elif [ -d "$p" ]; then
-    while IFS= read -r -d '' f; do state_of "$f"; done < <(find "$p" -type f -print0)
-  elif [ -f "$p" ]; then state_of "$p"
+  elif [ -d "$p" ]; then find "$p" -type f -print0 >&3
+  elif [ -f "$p" ]; then printf '%s\0' "$p" >&3
   else printf '%s\tMISSING\n' "$(b64 "$p")"
   fi
-done <"$work/list"
-"""
+done <"$work/list" 3>"$work/files"
+split_names <"$work/files"
+xargs -0 -r -n HSM_PROBE_BATCH -P "$2" bash -c 'state_batch batch "$@"' state_batch <"$work/plain"
+xargs -0 -r -n HSM_PROBE_BATCH bash -c 'state_batch each "$@"' state_batch <"$work/odd"
+cat "$work"/out/* 2>/dev/null || true
+""".replace("HSM_PROBE_BATCH", str(HSM_PROBE_BATCH))
 )
 
 # $1 a directory on the file system.
@@ -112,10 +197,14 @@ FREE_SCRIPT = r"""set -euo pipefail
 printf 'FREE_BYTES %d\n' "$(df --output=avail -B1 -- "$1" | tail -n 1)"
 """
 
-# $1 the mount path.
+# $1 the mount path, $2 a file expected under it. What the mount table says of the path (a
+# Mountpoint for Amazon S3 mount is `fuse mountpoint-s3`: its FUSE fsname is always
+# "mountpoint-s3", so the bucket is not in the table), and whether the file is there.
 MOUNT_SCRIPT = r"""set -euo pipefail
-if mountpoint -q -- "$1"; then echo MOUNTED; else echo NOT_MOUNTED; fi
+printf 'MOUNT %s\n' "$(findmnt -rn -o FSTYPE,SOURCE --mountpoint "$1" || true)"
+if [ -e "$2" ]; then echo SAMPLE_PRESENT; else echo SAMPLE_ABSENT; fi
 """
+MOUNTPOINT_S3_MOUNT = "fuse mountpoint-s3"
 
 # `lfs hsm_state` flag bits (lustre_user.h enum hsm_states) and the words lfs prints for them.
 _STATE_BITS = {
@@ -162,6 +251,11 @@ def parse_hsm_state(text: str) -> HsmState:
     return HsmState(frozenset(flags), archive_id)
 
 
+# One line of `lfs hsm_state` output for a file whose name holds no newline: the name, then ": (0x"
+# and the mask. The flags part has a fixed form, so the greedy name takes the last such suffix.
+_BATCH_LINE_RE = re.compile(rb"(?P<path>.*): (?P<state>\(0x[0-9a-f]+\)[a-z_ ]*(?:, archive_id:\d+)?)")
+
+
 def parse_state_report(stdout: str) -> dict[str, HsmState | str]:
     """``STATE_SCRIPT`` output → {absolute path: HsmState, or MISSING / SYMLINK / ERROR ... text}."""
     states: dict[str, HsmState | str] = {}
@@ -171,16 +265,74 @@ def parse_state_report(stdout: str) -> dict[str, HsmState | str]:
         encoded, sep, text = line.partition("\t")
         if not sep:
             raise StagingError(f"unexpected line in an hsm_state report: {line[:200]!r}")
-        try:
-            path = base64.b64decode(encoded, validate=True).decode("utf-8", "surrogateescape")
-        except (binascii.Error, ValueError) as err:
-            raise StagingError(f"unexpected path field in an hsm_state report: {encoded[:200]!r}") from err
+        if encoded == "@batch":
+            states.update(_parse_state_batch(_b64(text.strip())))
+            continue
+        path = _b64(encoded).decode("utf-8", "surrogateescape")
         text = text.strip()
         if text in ("MISSING", "SYMLINK") or text.startswith("ERROR"):
             states[path] = text
         else:
             states[path] = parse_hsm_state(text)
     return states
+
+
+def _b64(field: str) -> bytes:
+    try:
+        return base64.b64decode(field, validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise StagingError(f"unexpected base64 field in an hsm_state report: {field[:200]!r}") from err
+
+
+def _parse_state_batch(raw: bytes) -> dict[str, HsmState]:
+    """The stdout of one ``lfs hsm_state FILE...`` over names without newlines: a line a file."""
+    states: dict[str, HsmState] = {}
+    for line in raw.split(b"\n"):
+        if not line:
+            continue
+        m = _BATCH_LINE_RE.fullmatch(line)
+        if m is None:
+            raise StagingError(f"cannot read lfs hsm_state output line {line[:200]!r}")
+        path = m.group("path").decode("utf-8", "surrogateescape")
+        states[path] = parse_hsm_state(m.group("state").decode("ascii"))
+    return states
+
+
+@dataclass(frozen=True)
+class HsmCounts:
+    """What ``COUNT_SCRIPT`` found under a list of paths (see its comment). ``files`` counts every
+    regular file found, including the ``unreadable`` and ``errors`` ones lfs could not report."""
+
+    files: int
+    pending: int
+    idle_resident: int
+    idle_released: int
+    idle_exported: int
+    idle_not_exported: int
+    unreadable: int
+    errors: int
+
+    @property
+    def restored(self) -> int:
+        """Files whose restore is over and whose data is on the file system."""
+        return self.idle_resident
+
+    @property
+    def archived(self) -> int:
+        """Files with no action pending whose current contents are in the repository."""
+        return self.idle_exported
+
+
+_COUNT_FIELDS = {
+    "HSM_FILES": "files",
+    "HSM_PENDING": "pending",
+    "HSM_IDLE_RESIDENT": "idle_resident",
+    "HSM_IDLE_RELEASED": "idle_released",
+    "HSM_IDLE_EXPORTED": "idle_exported",
+    "HSM_IDLE_NOT_EXPORTED": "idle_not_exported",
+    "HSM_UNREADABLE": "unreadable",
+    "HSM_ERRORS": "errors",
+}
 
 
 def parse_counts(stdout: str) -> dict[str, int]:
@@ -191,6 +343,14 @@ def parse_counts(stdout: str) -> dict[str, int]:
         if m:
             counts[m.group(1)] = int(m.group(2))
     return counts
+
+
+def parse_hsm_counts(stdout: str) -> HsmCounts:
+    counts = parse_counts(stdout)
+    missing = [name for name in _COUNT_FIELDS if name not in counts]
+    if missing:
+        raise StagingError(f"the HSM count printed no {', '.join(missing)}")
+    return HsmCounts(**{field: counts[name] for name, field in _COUNT_FIELDS.items()})
 
 
 def bash_command(name: str, script: str, *args: str) -> str:
@@ -305,18 +465,16 @@ class HeadNode:
     def release(self, list_url: str) -> None:
         self.run("hsm-release", RELEASE_SCRIPT, list_url, str(self.parallel))
 
-    def count_done(self, list_url: str) -> tuple[int, int]:
-        """(files with no HSM action pending, files) under the listed paths."""
-        counts = parse_counts(
-            self.run("hsm-action-count", ACTION_COUNT_SCRIPT, list_url, str(self.parallel)).stdout
-        )
-        if "HSM_TOTAL" not in counts or "HSM_NOOP" not in counts:
-            raise RemoteCommandError(f"hsm-action-count on {self.instance_id} printed no counts")
-        # A file name holding a newline and " NOOP" could add a line; never report more than exist.
-        return min(counts["HSM_NOOP"], counts["HSM_TOTAL"]), counts["HSM_TOTAL"]
+    def counts(self, list_url: str) -> HsmCounts:
+        """HSM actions and states of the files under the listed paths (``COUNT_SCRIPT``)."""
+        result = self.run("hsm-count", COUNT_SCRIPT, list_url, str(self.parallel))
+        try:
+            return parse_hsm_counts(result.stdout)
+        except StagingError as err:
+            raise RemoteCommandError(f"hsm-count on {self.instance_id}: {err}") from None
 
     def states(self, list_url: str) -> dict[str, HsmState | str]:
-        return parse_state_report(self.run("hsm-state", STATE_SCRIPT, list_url).stdout)
+        return parse_state_report(self.run("hsm-state", STATE_SCRIPT, list_url, str(self.parallel)).stdout)
 
     def free_bytes(self, path: str) -> int:
         counts = parse_counts(self.run("free-bytes", FREE_SCRIPT, path).stdout)
@@ -324,6 +482,8 @@ class HeadNode:
             raise RemoteCommandError(f"free-bytes on {self.instance_id} printed no FREE_BYTES line")
         return counts["FREE_BYTES"]
 
-    def is_mounted(self, path: str) -> bool:
-        out = self.run("mount-check", MOUNT_SCRIPT, path).stdout.split()
-        return out[-1:] == ["MOUNTED"]
+    def mount_info(self, path: str, sample: str) -> tuple[str, bool]:
+        """(``FSTYPE SOURCE`` of the mount at ``path``, or "" if none; whether ``sample`` exists)."""
+        lines = self.run("mount-check", MOUNT_SCRIPT, path, sample).stdout.splitlines()
+        mount = next((ln[len("MOUNT ") :].strip() for ln in lines if ln.startswith("MOUNT ")), "")
+        return mount, "SAMPLE_PRESENT" in lines

@@ -65,10 +65,33 @@ class FileCacheTarget(LustreTarget):
         return self._handle("export", self.run_id, archive_list=list_url)
 
     def export_progress(self, handle: Handle) -> Progress:
-        """Archiving is done when no file under the paths has an HSM action pending."""
+        """Archiving is done when no file under the paths has an HSM action pending; a file then
+        not exported (dirty, lost, never archived) means its archive failed."""
         self._check_handle(handle, "export")
-        done, total = self.head.count_done(handle.data["archive_list"])
-        return Progress(done, total, 0, SUCCEEDED if done >= total else RUNNING, handle, phase="export")
+        counts = self.head.counts(handle.data["archive_list"])
+        broken = counts.errors + counts.unreadable
+        if broken:
+            return self.failed(
+                handle,
+                "export",
+                f"lfs could not report the HSM state of {broken} file(s)",
+                0,
+                counts.files,
+                broken,
+            )
+        if counts.pending:
+            return Progress(counts.archived, counts.files, 0, RUNNING, handle, phase="export")
+        if counts.idle_not_exported:
+            return self.failed(
+                handle,
+                "export",
+                f"the archive of {counts.idle_not_exported} of {counts.files} file(s) failed: no HSM action "
+                "is pending but lfs hsm_state does not show them exported (exists archived, not dirty)",
+                counts.archived,
+                counts.files,
+                counts.idle_not_exported,
+            )
+        return Progress(counts.archived, counts.files, 0, SUCCEEDED, handle, phase="export")
 
     def release(self, paths: Sequence[str]) -> Handle:
         rels = self._checked_paths(paths)

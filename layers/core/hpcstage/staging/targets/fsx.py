@@ -45,6 +45,12 @@ RELEASE = "RELEASE_DATA_FROM_FILESYSTEM"
 _ACTIVE = frozenset({"PENDING", "EXECUTING", "CANCELING"})
 _DRA_WAIT = frozenset({"CREATING", "UPDATING"})
 _TOKEN_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+# Characters the FSx API refuses in a data repository task path (DataRepositoryTaskPath's pattern
+# in the botocore fsx model: ^[^\u0000\u0085\u2028\u2029\r\n]{0,4096}$); NUL is refused earlier.
+_TASK_PATH_UNSAFE = re.compile("[\u0085\u2028\u2029\r\n]")
+# What data repository associations and release tasks need (FSx for Lustre user guide: DRAs on
+# Lustre 2.12/2.15, not SCRATCH_1; no S3 linking on Intelligent-Tiering storage).
+DRA_LUSTRE_VERSIONS = ("2.12", "2.15")
 IMPORT_GRANULARITIES = ("directory", "object")
 
 
@@ -129,6 +135,13 @@ class FsxLustreTarget(LustreTarget):
             )
         if not 1 <= max_active_tasks <= 1000 or submit_attempts < 1:
             raise TargetConfigError("max_active_tasks must be 1..1000 and submit_attempts at least 1")
+        if report_path and not report_path.rstrip("/").startswith(self.repo_url.rstrip("/")):
+            # CompletionReport.Path "must be located within the file system's ExportPath" (fsx model):
+            # with an association, inside its data repository.
+            raise TargetConfigError(
+                f"report_path must lie inside the linked data repository {self.repo_url} "
+                f"(e.g. {self.repo_url}hpcstage-reports), not {report_path!r}"
+            )
         self.fsx = fsx
         self.file_system_id = file_system_id
         self.file_system_path = self.namespace
@@ -153,10 +166,58 @@ class FsxLustreTarget(LustreTarget):
         self.sleep = sleep
         self.rng = rng or random.Random()
 
+    # -- path mapping and preconditions ----------------------------------------------------
+
+    def rel_for_key(self, key: str) -> str:
+        rel = super().rel_for_key(key)
+        bad = _TASK_PATH_UNSAFE.search(rel)
+        if bad:
+            raise UnsafePathError(
+                f"{key!r} holds {bad.group()!r}, which FSx data repository task paths refuse "
+                "(carriage return, line feed, U+0085, U+2028, U+2029)"
+            )
+        return rel
+
+    def check_file_system(self) -> dict[str, Any]:
+        """The file system can take a data repository association and release tasks, or a clear error."""
+        try:
+            found = self.fsx.describe_file_systems(FileSystemIds=[self.file_system_id]).get("FileSystems", [])
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "FileSystemNotFound":
+                found = []
+            else:
+                raise
+        if not found:
+            raise TargetConfigError(
+                f"FSx file system {self.file_system_id} does not exist in this account and Region"
+            )
+        fs = found[0]
+        lustre = fs.get("LustreConfiguration", {})
+        problems = []
+        if fs.get("FileSystemType") != "LUSTRE":
+            problems.append(f"it is an {fs.get('FileSystemType')} file system, not LUSTRE")
+        if fs.get("Lifecycle") != "AVAILABLE":
+            problems.append(f"its lifecycle is {fs.get('Lifecycle')}, not AVAILABLE")
+        if fs.get("FileSystemTypeVersion") not in DRA_LUSTRE_VERSIONS:
+            problems.append(
+                f"it runs Lustre {fs.get('FileSystemTypeVersion')}; data repository associations need "
+                f"{' or '.join(DRA_LUSTRE_VERSIONS)}"
+            )
+        if lustre.get("DeploymentType") == "SCRATCH_1":
+            problems.append("SCRATCH_1 file systems take no data repository associations")
+        if fs.get("StorageType") == "INTELLIGENT_TIERING":
+            problems.append("Intelligent-Tiering file systems cannot be linked to S3")
+        if problems:
+            raise TargetNotReadyError(
+                f"FSx file system {self.file_system_id} cannot be an fsx target: " + "; ".join(problems)
+            )
+        return fs
+
     # -- stage -----------------------------------------------------------------------------
 
     def stage(self, manifest: StagingManifest) -> Handle:
-        rels = list(self.manifest_files(manifest))
+        rels = list(self.manifest_files(manifest))  # every key checked before any AWS call
+        self.check_file_system()
         paths = [self.repo_url + p for p in import_paths(rels, self.import_granularity)]
         queue = self._new_queue(IMPORT, "import", paths)
         handle = self._handle("stage", self.run_id, phase="association", tasks=queue, files=len(rels))
@@ -206,9 +267,22 @@ class FsxLustreTarget(LustreTarget):
         return self._queue_progress(handle, handle.data["tasks"], "export")
 
     def release(self, paths: Sequence[str]) -> Handle:
+        """Release by directory: a given directory is one task path, and given files count by their
+        directory, so 100k verified inputs are a few task paths, not 1,000 tasks of 100 files
+        (FSx runs one task at a time). A release task frees only files whose data is in S3 and not
+        changed since (FSx: exported files), and runs only after every given path was verified."""
         rels = self._checked_paths(paths)
         verified = self.require_verified(rels)
-        queue = self._new_queue(RELEASE, "release", [self.mount_relative(r) for r in rels])
+        files = set(verified.verified)
+        dirs = {(posixpath.dirname(r) if r in files else r) for r in rels}
+        chosen: list[str] = []
+        for d in sorted(dirs, key=lambda d: (d.count("/"), d)):  # ancestors before descendants
+            if not any(d == c or d.startswith(c + "/") or c == "" for c in chosen):
+                chosen.append(d)
+        task_paths = sorted(
+            self.mount_relative(d).rstrip("/") if d else self.namespace.strip("/") or "/" for d in chosen
+        )
+        queue = self._new_queue(RELEASE, "release", task_paths)
         self._advance(queue)
         return self._handle("release", self.run_id, tasks=queue, files=verified.checked)
 

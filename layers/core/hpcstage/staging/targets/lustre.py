@@ -110,7 +110,9 @@ class LustreTarget(Target):
     # -- capacity, verification, prefetch --------------------------------------------------
 
     def free_bytes(self) -> int:
-        return self.head.free_bytes(self.job_root)
+        # The mount point, not the job root: that directory appears only once the data
+        # repository association exists, and df reports the same file system either way.
+        return self.head.free_bytes(self.mount_point)
 
     def verify_exported(self, paths: Sequence[str]) -> VerifyResult:
         rels = self._checked_paths(paths)
@@ -150,7 +152,9 @@ class LustreTarget(Target):
         return self.head.put_paths("restore", (self.abs_path(r) for r in self.manifest_files(manifest)))
 
     def restore_progress(self, handle: Handle) -> Progress:
-        """Queue the hsm_restore requests once, then count files whose hsm_action is NOOP."""
+        """Queue the hsm_restore requests once, then count files restored: no HSM action pending
+        and not released. An idle file still released is a failed restore (a restore that failed
+        also ends in NOOP), so it fails the stage instead of being counted as done."""
         data = handle.data
         if not data.get("restore_requested"):
             self.head.restore(data["restore_list"])
@@ -158,21 +162,42 @@ class LustreTarget(Target):
             return Progress(
                 0, data["files"], 0, RUNNING, handle, phase="restore", message="restore requested"
             )
-        done, total = self.head.count_done(data["restore_list"])
-        if total < data["files"]:
+        counts = self.head.counts(data["restore_list"])
+        expected = data["files"]
+        if counts.files < expected:
             # The count only sees files that exist: fewer means some never arrived (a failed import).
             return self.failed(
                 handle,
                 "restore",
-                f"{data['files'] - total} of {data['files']} selected file(s) are not on the file system",
-                done,
-                data["files"],
-                data["files"] - total,
+                f"{expected - counts.files} of {expected} selected file(s) are not on the file system",
+                counts.restored,
+                expected,
+                expected - counts.files,
             )
-        state = SUCCEEDED if done >= total else RUNNING
+        broken = counts.errors + counts.unreadable
+        if broken:
+            return self.failed(
+                handle,
+                "restore",
+                f"lfs could not report the HSM state of {broken} of {expected} file(s)",
+                counts.restored,
+                expected,
+                broken,
+            )
+        if counts.pending == 0 and counts.idle_released:
+            return self.failed(
+                handle,
+                "restore",
+                f"the restore of {counts.idle_released} of {expected} file(s) failed: no HSM action is "
+                "pending but lfs hsm_state still shows them released",
+                counts.restored,
+                expected,
+                counts.idle_released,
+            )
+        state = SUCCEEDED if counts.pending == 0 else RUNNING
         if state == SUCCEEDED:
             data["phase"] = "done"
-        return Progress(done, total, 0, state, handle, phase="restore")
+        return Progress(counts.restored, counts.files, 0, state, handle, phase="restore")
 
     def finished(self, handle: Handle, phase: str) -> Progress:
         files = int(handle.data.get("files", 0))

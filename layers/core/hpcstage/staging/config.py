@@ -1,0 +1,505 @@
+"""A staging request and its configuration: its limits and defaults, the validated configuration (StagingConfig) and the
+checks that turn an execution input into one, each failure one line saying what to fix."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import InputError
+from ..jobs.base import (
+    ENV_NAME_RE,
+    JobSpec,
+)
+from ..s3util import S3Url, parse_s3_url
+from . import (
+    TARGET_TYPES,
+    Selection,
+    make_target,
+)
+from .paths import UnsafePathError, as_prefix, relative_path
+from .select import ARCHIVE_POLICIES, RESTORE_TIERS
+
+# --------------------------------------------------------------------------------------------------
+# Limits and defaults
+# --------------------------------------------------------------------------------------------------
+
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
+INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8,17}$")
+# ParallelCluster's cluster name rule (pcluster constants PCLUSTER_NAME_REGEX, at most 60 characters).
+CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,59}$")
+DEFAULT_CLUSTER_USER = "ec2-user"
+# Stands for the head node in validation until validate_task finds it by its tags.
+_HEAD_NODE_PLACEHOLDER = "i-00000000000000000"
+RESERVED_ENV_PREFIX = "HPCSTAGE_"
+MAX_SCRIPT_BYTES = 256 * 1024
+MAX_ENV_VARIABLES = 100
+# A standard execution may have 25,000 history events; one poll (Wait, Task, Choice) writes about
+# ten, and the fixed states about a hundred. The sum of all poll bounds must stay below this.
+MAX_TOTAL_POLLS = 2300
+DEFAULT_WAITS: dict[str, int] = {
+    "poll_seconds": 30,
+    "max_polls": 240,
+    "job_poll_seconds": 60,
+    "job_max_polls": 1440,
+    "restore_poll_seconds": 900,
+    "restore_max_polls": 96,
+}
+_WAIT_RANGES: dict[str, tuple[int, int]] = {
+    "poll_seconds": (0, 3600),
+    "max_polls": (1, MAX_TOTAL_POLLS),
+    "job_poll_seconds": (0, 3600),
+    "job_max_polls": (1, MAX_TOTAL_POLLS),
+    "restore_poll_seconds": (0, 3600),
+    "restore_max_polls": (1, MAX_TOTAL_POLLS),
+}
+# A job that cannot start its own prologue exits with these (JobSpec uses 97 for a missing workdir).
+PROLOGUE_MKDIR_EXIT = 96
+PROLOGUE_FETCH_EXIT = 95
+PROLOGUE_MOUNT_EXIT = 93
+# A job whose outputs could not be recorded (Mountpoint targets) ends with this if it had succeeded.
+EPILOGUE_RECORD_EXIT = 92
+# What the job's epilogue writes for a Mountpoint target: `size TAB path-below-output-dir NUL` per file.
+DECLARED_OUTPUTS = "declared-outputs.nul"
+# After scancel, cleanup waits at most this long for the job to end before deciding on release.
+CANCEL_WAIT_S = 30.0
+RELEASE_WAIT_S = 60.0
+
+INPUT_FIELDS = (
+    "inventory",
+    "selection",
+    "target",
+    "job",
+    "output",
+    "archived_policy",
+    "restore_days",
+    "restore_tier",
+    "capacity_headroom",
+    "waits",
+)
+_LOCAL_TARGET_FIELDS = frozenset({"type", "root", "max_workers", "max_objects_per_call"})
+# Fields hpcstage sets itself; a request giving them would be silently overridden, so it is refused.
+_RESERVED_TARGET_FIELDS = frozenset({"run_id", "export_url", "work_url"})
+_JOB_FIELDS: dict[str, frozenset[str]] = {
+    "common": frozenset(
+        {"backend", "command", "script", "cpus", "time_limit_min", "env", "partition", "user", "workdir"}
+    ),
+    "local": frozenset(),
+    "ssm": frozenset({"head_node_instance_id", "cluster_name", "command_timeout_s"}),
+    "rest": frozenset({"base_url"}),
+}
+
+
+@dataclass(frozen=True)
+class StagingDefaults:
+    """Deployment-wide defaults (the Lambda environment, set from template.yaml Parameters)."""
+
+    target_type: str = "local"
+    head_node_instance_id: str = ""
+    cluster_name: str = ""
+    cluster_user: str = ""  # empty: the head node OS's default user (ec2-user when not known)
+    slurm_rest_url: str = ""
+    slurm_jwt_secret_arn: str = ""
+    fsx_file_system_id: str = ""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> StagingDefaults:
+        return cls(
+            target_type=environ.get("DEFAULT_TARGET_TYPE") or "local",
+            head_node_instance_id=environ.get("HEAD_NODE_INSTANCE_ID", ""),
+            cluster_name=environ.get("CLUSTER_NAME", ""),
+            cluster_user=environ.get("CLUSTER_USER", ""),
+            slurm_rest_url=environ.get("SLURM_REST_URL", ""),
+            slurm_jwt_secret_arn=environ.get("SLURM_JWT_SECRET_ARN", ""),
+            fsx_file_system_id=environ.get("FSX_FILE_SYSTEM_ID", ""),
+        )
+
+
+@dataclass
+class StagingConfig:
+    """The validated execution input (schemas/staging-input.schema.json), with defaults filled."""
+
+    run_id: str
+    work_url: str
+    inventory: str
+    selection: dict[str, Any]
+    target: dict[str, Any]
+    job: dict[str, Any]
+    output: str
+    output_dir: str
+    archived_policy: str = "fail"
+    restore_days: int = 7
+    restore_tier: str = "Bulk"
+    capacity_headroom: float = 0.1
+    waits: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WAITS))
+
+    @property
+    def work(self) -> S3Url:
+        return parse_s3_url(self.work_url)
+
+    def work_key(self, name: str) -> str:
+        return f"{self.work.prefix.rstrip('/')}/{name}"
+
+    def work_object(self, name: str) -> str:
+        return f"s3://{self.work.bucket}/{self.work_key(name)}"
+
+    def run(self) -> dict[str, Any]:
+        """What the state machine carries: where the work objects are, and the poll settings."""
+        return {"run_id": self.run_id, "work": self.work_url, **self.waits}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StagingConfig:
+        return cls(**d)
+
+
+# --------------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------------
+
+
+def _whole(value: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InputError(f"'{name}' must be a whole number from {lo} to {hi}, got {value!r}")
+    return value
+
+
+def _object(value: Any, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InputError(f"'{name}' must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _s3_url(value: Any, name: str, example: str) -> S3Url:
+    if not isinstance(value, str):
+        raise InputError(f"'{name}' must be an s3:// URL (e.g. {example}), got {value!r}")
+    try:
+        return parse_s3_url(value)
+    except InputError as err:
+        raise InputError(f"'{name}': {err}") from None
+
+
+def _absolute(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.startswith("/") or "\0" in value or "\n" in value:
+        raise InputError(f"'{name}' must be an absolute path (e.g. /scratch/hpcstage), got {value!r}")
+    if any(part in (".", "..") for part in value.split("/")):
+        raise InputError(f"'{name}' must not contain '.' or '..' components, got {value!r}")
+    return value.rstrip("/") or "/"
+
+
+def _with_run_id(value: Any, run_id: str) -> Any:
+    return value.replace("{run_id}", run_id) if isinstance(value, str) else value
+
+
+def validate_staging_input(
+    event: Any,
+    *,
+    run_id: str,
+    work_bucket: str,
+    work_prefix: str = "staging",
+    defaults: StagingDefaults | None = None,
+) -> StagingConfig:
+    """Check a staging request and fill its defaults; every message says what is wrong and how to fix it.
+
+    ``{run_id}`` in ``output``, ``target.root`` and ``job.workdir`` is replaced by the run id, so one
+    request (a scheduled or triggered one) gives each run its own places.
+    """
+    defaults = defaults or StagingDefaults()
+    if not isinstance(event, dict):
+        raise InputError(f"the input must be a JSON object, got {type(event).__name__}")
+    unknown = sorted(set(event) - set(INPUT_FIELDS))
+    if unknown:
+        raise InputError(f"unknown input field(s): {', '.join(unknown)}; allowed: {', '.join(INPUT_FIELDS)}")
+    missing = [f for f in ("inventory", "selection", "target", "job", "output") if f not in event]
+    if missing:
+        raise InputError(f"missing input field(s): {', '.join(missing)}")
+    if not RUN_ID_RE.match(run_id):
+        raise InputError(f"run id {run_id!r} is not a valid name (letters, digits, . _ -; at most 80)")
+
+    inventory = _s3_url(event["inventory"], "inventory", "s3://results/inventory/my-data/run-1")
+    selection_doc = _object(event["selection"], "selection")
+    if not selection_doc:
+        raise InputError(
+            "'selection' is empty: it would stage every object in the inventory; give at least one "
+            "criterion (prefixes, globs, manifest, min_size, max_size, modified_after, ...)"
+        )
+    Selection.from_dict(selection_doc)  # SelectionError (an InputError) names the problem
+
+    policy = event.get("archived_policy", "fail")
+    if policy not in ARCHIVE_POLICIES:
+        raise InputError(f"'archived_policy' must be one of {', '.join(ARCHIVE_POLICIES)}, got {policy!r}")
+    restore_days = _whole(event.get("restore_days", 7), "restore_days", 1, 365)
+    restore_tier = event.get("restore_tier", "Bulk")
+    if restore_tier not in RESTORE_TIERS:
+        raise InputError(f"'restore_tier' must be one of {', '.join(RESTORE_TIERS)}, got {restore_tier!r}")
+    headroom = event.get("capacity_headroom", 0.1)
+    if isinstance(headroom, bool) or not isinstance(headroom, int | float) or not 0 <= headroom <= 10:
+        raise InputError(f"'capacity_headroom' must be a fraction from 0 to 10 (0.1 = 10%), got {headroom!r}")
+
+    target = _target_config(_object(event["target"], "target"), run_id, defaults)
+    output = _s3_url(_with_run_id(event["output"], run_id), "output", "s3://my-results/outputs/{run_id}/")
+    output_dir, export_url = _output_dir(target, output)
+    if export_url is not None:
+        target["export_url"] = export_url
+    base = work_prefix.strip("/")
+    work = f"s3://{work_bucket}/{base}/{run_id}" if base else f"s3://{work_bucket}/{run_id}"
+    if target["type"] != "local":
+        target["work_url"] = f"{work}/head-node"
+    job = _job_config(_object(event["job"], "job"), target, run_id, defaults)
+    waits = _waits(event.get("waits", {}), job["time_limit_min"])
+    return StagingConfig(
+        run_id=run_id,
+        work_url=work,
+        inventory=str(inventory).rstrip("/"),
+        selection=selection_doc,
+        target=target,
+        job=job,
+        output=f"s3://{output.bucket}/{output.prefix.strip('/')}/",
+        output_dir=output_dir,
+        archived_policy=policy,
+        restore_days=restore_days,
+        restore_tier=restore_tier,
+        capacity_headroom=float(headroom),
+        waits=waits,
+    )
+
+
+def _target_config(given: dict[str, Any], run_id: str, defaults: StagingDefaults) -> dict[str, Any]:
+    target = dict(given)
+    target.setdefault("type", defaults.target_type)
+    kind = target["type"]
+    if kind not in TARGET_TYPES:
+        raise InputError(f"'target.type' must be one of {', '.join(TARGET_TYPES)}, got {kind!r}")
+    reserved = sorted(_RESERVED_TARGET_FIELDS & set(target))
+    if reserved:
+        raise InputError(
+            f"'target' field(s) {', '.join(reserved)} are set by hpcstage (from 'output' and the run); remove them"
+        )
+    target["run_id"] = run_id
+    if kind == "local":
+        unknown = sorted(set(target) - _LOCAL_TARGET_FIELDS - {"run_id"})
+        if unknown:
+            raise InputError(
+                f"unknown field(s) for a local target: {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(_LOCAL_TARGET_FIELDS - {'type'}))})"
+            )
+        if "root" not in target:
+            raise InputError("a local target needs 'root': the directory playing the cache (absolute path)")
+        target["root"] = _absolute(_with_run_id(target["root"], run_id), "target.root")
+        for name in ("max_workers", "max_objects_per_call"):
+            if name in target:
+                _whole(target[name], f"target.{name}", 1, 100_000)
+        return target
+    if not target.get("head_node_instance_id") and not target.get("cluster_name"):
+        if defaults.head_node_instance_id:
+            target["head_node_instance_id"] = defaults.head_node_instance_id
+        elif defaults.cluster_name:
+            target["cluster_name"] = defaults.cluster_name
+    if kind == "fsx" and not target.get("file_system_id") and defaults.fsx_file_system_id:
+        target["file_system_id"] = defaults.fsx_file_system_id
+    head = target.get("head_node_instance_id")
+    if head is None and target.get("cluster_name") is not None:
+        _cluster_name(target["cluster_name"], "target.cluster_name")
+    elif not isinstance(head, str) or not INSTANCE_ID_RE.match(head):
+        raise InputError(
+            f"a {kind} target needs 'head_node_instance_id' (e.g. i-0123456789abcdef0) or 'cluster_name' (the "
+            f"ParallelCluster cluster, whose head node is found by its tags), or the HeadNodeInstanceId or "
+            f"ClusterName parameter of the stack; got {head!r}"
+        )
+    # The target's own checks (required and unknown fields, paths, ids) without touching AWS:
+    # building a remote target only parses its configuration.
+    probe = dict(target, work_url="s3://probe-bucket/probe")
+    probe.setdefault("head_node_instance_id", _HEAD_NODE_PLACEHOLDER)
+    placeholder = object()
+    make_target(probe, {"s3": placeholder, "fsx": placeholder, "ssm": placeholder})
+    return target
+
+
+def _cluster_name(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not CLUSTER_NAME_RE.match(value):
+        raise InputError(
+            f"'{name}' must be a ParallelCluster cluster name (a letter, then letters, digits and -; "
+            f"at most 60), got {value!r}"
+        )
+    return value
+
+
+def _output_dir(target: dict[str, Any], output: S3Url) -> tuple[str, str | None]:
+    """The job-root-relative directory whose export lands exactly at ``output``, and for a local
+    target the export_url that makes it so."""
+    kind = target["type"]
+    prefix = output.prefix.strip("/")
+    if not prefix:
+        raise InputError(
+            f"'output' must name a key prefix, not a whole bucket (e.g. s3://{output.bucket}/outputs/{{run_id}}/)"
+        )
+    if kind == "local":
+        rel, export_url = prefix, f"s3://{output.bucket}/"
+    else:
+        if kind == "mountpoint":
+            bucket, base = target["bucket"], as_prefix(str(target.get("prefix", "")))
+            through = "the mount"
+        else:
+            repo = parse_s3_url(target["data_repository_path"])
+            bucket, base = repo.bucket, as_prefix(repo.prefix)
+            through = "the data repository association"
+        if output.bucket != bucket or not (prefix + "/").startswith(base) or len(prefix) + 1 <= len(base):
+            raise InputError(
+                f"a {kind} target writes outputs to S3 through {through}, so 'output' must be below "
+                f"s3://{bucket}/{base} (e.g. s3://{bucket}/{base}outputs/{{run_id}}/), got s3://{output.bucket}/{prefix}/"
+            )
+        rel, export_url = prefix[len(base) :], None
+    try:
+        return relative_path(rel, what="output directory"), export_url
+    except UnsafePathError as err:
+        raise InputError(f"'output': {err}") from None
+
+
+def _job_config(
+    given: dict[str, Any], target: dict[str, Any], run_id: str, defaults: StagingDefaults
+) -> dict[str, Any]:
+    backend = given.get("backend")
+    if backend not in ("local", "ssm", "rest"):
+        raise InputError(f"'job.backend' must be one of local, ssm, rest, got {backend!r}")
+    allowed = _JOB_FIELDS["common"] | _JOB_FIELDS[backend]
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise InputError(
+            f"unknown field(s) for a {backend} job: {', '.join(unknown)} (known: {', '.join(sorted(allowed))})"
+        )
+    if (target["type"] == "local") != (backend == "local"):
+        raise InputError(
+            "a local target needs the local job backend (the cache is a directory on this machine), and the "
+            f"fsx, filecache and mountpoint targets need ssm or rest; got a {target['type']} target with "
+            f"the {backend} backend"
+        )
+    if ("command" in given) == ("script" in given):
+        raise InputError(
+            "'job' needs exactly one of 'command' (shell text) or 'script' (s3:// URL of a script)"
+        )
+    job: dict[str, Any] = {"backend": backend}
+    if "command" in given:
+        command = given["command"]
+        if not isinstance(command, str) or not command.strip() or "\0" in command:
+            raise InputError("'job.command' must be non-empty shell text without NUL bytes")
+        job["command"] = command
+    else:
+        script = _s3_url(given["script"], "job.script", "s3://my-bucket/scripts/analyse.sh")
+        if not script.prefix or script.prefix.endswith("/"):
+            raise InputError(f"'job.script' must name an object, not a prefix: {given['script']!r}")
+        job["script"] = str(script)
+    job["cpus"] = _whole(given.get("cpus", 1), "job.cpus", 1, 1024)
+    job["time_limit_min"] = _whole(given.get("time_limit_min", 60), "job.time_limit_min", 1, 525_600)
+    env = given.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise InputError('\'job.env\' must be an object of string values, e.g. {"THREADS": "8"}')
+    if len(env) > MAX_ENV_VARIABLES:
+        raise InputError(f"'job.env' has {len(env)} variables; at most {MAX_ENV_VARIABLES}")
+    for name in env:
+        if not ENV_NAME_RE.fullmatch(name):
+            raise InputError(f"'job.env' name {name!r} is not a valid environment variable name")
+        if name.startswith(RESERVED_ENV_PREFIX):
+            raise InputError(f"'job.env' name {name!r} is reserved: hpcstage sets the HPCSTAGE_* variables")
+    job["env"] = dict(env)
+    for name in ("partition", "user"):
+        if given.get(name) is not None:
+            if not isinstance(given[name], str):
+                raise InputError(f"'job.{name}' must be a string, got {given[name]!r}")
+            job[name] = given[name]
+    if "workdir" in given:
+        job["workdir"] = _absolute(_with_run_id(given["workdir"], run_id), "job.workdir")
+    elif backend == "local":
+        job["workdir"] = posixpath.join(target["root"], "jobs", run_id)
+    else:
+        raise InputError(
+            f"a {backend} job needs 'workdir': an existing directory on the cluster (e.g. /home/ec2-user/hpcstage) "
+            "where the job runs and Slurm writes its log"
+        )
+    if backend == "ssm":
+        head = given.get("head_node_instance_id")
+        cluster = given.get("cluster_name")
+        if head is None and cluster is None:
+            head, cluster = target.get("head_node_instance_id"), target.get("cluster_name")
+        if head is None and cluster is not None:
+            job["cluster_name"] = _cluster_name(cluster, "job.cluster_name")
+        elif not isinstance(head, str) or not INSTANCE_ID_RE.match(head):
+            raise InputError(
+                f"an ssm job needs 'head_node_instance_id' (e.g. i-0123456789abcdef0) or 'cluster_name', got {head!r}"
+            )
+        else:
+            job["head_node_instance_id"] = head
+        # Filled from the head node's OS when it is found by its tags (validate_task).
+        job["cluster_user"] = defaults.cluster_user
+        job["command_timeout_s"] = _whole(
+            given.get("command_timeout_s", 120), "job.command_timeout_s", 30, 3600
+        )
+    elif backend == "rest":
+        base_url = given.get("base_url") or defaults.slurm_rest_url
+        if not isinstance(base_url, str) or not re.match(r"^https?://[^/\s]+", base_url):
+            raise InputError(
+                f"a rest job needs 'base_url' (e.g. http://head-node:6820) or the SlurmRestUrl parameter; got {base_url!r}"
+            )
+        if not defaults.slurm_jwt_secret_arn:
+            raise InputError(
+                "a rest job needs the slurmrestd JWT in Secrets Manager: set the SlurmJwtSecretArn parameter"
+            )
+        job["base_url"] = base_url
+        job["user_name"] = job.get("user") or defaults.cluster_user or DEFAULT_CLUSTER_USER
+        job["jwt_secret_arn"] = defaults.slurm_jwt_secret_arn
+    try:
+        # The same checks the job will meet at submission, now, with stand-in paths.
+        JobSpec(
+            name=job_name(run_id),
+            command=job.get("command", "true"),
+            workdir=job["workdir"],
+            output_dir=job["workdir"],
+            environment=job["env"],
+            cpus=job["cpus"],
+            time_limit_min=job["time_limit_min"],
+            partition=job.get("partition"),
+            user=job.get("user"),
+        )
+    except ValueError as err:
+        raise InputError(f"'job': {err}") from None
+    return job
+
+
+def _waits(given: Any, time_limit_min: int) -> dict[str, int]:
+    given = _object(given, "waits")
+    unknown = sorted(set(given) - set(DEFAULT_WAITS))
+    if unknown:
+        raise InputError(
+            f"unknown 'waits' field(s): {', '.join(unknown)}; allowed: {', '.join(DEFAULT_WAITS)}"
+        )
+    waits = {name: given.get(name, default) for name, default in DEFAULT_WAITS.items()}
+    for name, (lo, hi) in _WAIT_RANGES.items():
+        _whole(waits[name], f"waits.{name}", lo, hi)
+    total = waits["max_polls"] * 3 + waits["job_max_polls"] + waits["restore_max_polls"]
+    if total > MAX_TOTAL_POLLS:
+        raise InputError(
+            f"the poll bounds allow {total} polls (3 x max_polls + job_max_polls + restore_max_polls); at most "
+            f"{MAX_TOTAL_POLLS} fit in one execution's 25,000 history events: poll less often instead"
+        )
+    job_wait_s = waits["job_poll_seconds"] * waits["job_max_polls"]
+    if job_wait_s < time_limit_min * 60:
+        raise InputError(
+            f"waits.job_poll_seconds x waits.job_max_polls ({job_wait_s} s) is shorter than the job's time limit "
+            f"({time_limit_min} min): the run would give up on a job still allowed to run"
+        )
+    return waits
+
+
+def job_name(run_id: str) -> str:
+    return f"hpcstage-{run_id}"
+
+
+def config_from_run(s3: Any, run: Mapping[str, Any]) -> StagingConfig:
+    work = parse_s3_url(str(run["work"]))
+    body = s3.get_object(Bucket=work.bucket, Key=f"{work.prefix.rstrip('/')}/config.json")["Body"].read()
+    return StagingConfig.from_dict(json.loads(body))
