@@ -22,6 +22,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from hpcstage.inventory.fleet import MIN_SPLIT_PAGES
+from hpcstage.inventory.steal import DEFAULT_MIN_SPLIT_PAGES
+
 from bench.sim.des import Config, Result, sequential_time, simulate
 from bench.sim.des_shapes import ALL_SHAPES, make_any
 
@@ -42,7 +45,6 @@ def configs(args: argparse.Namespace) -> list[Config]:
         kill=args.kill,
         lease_s=args.lease,
         publish_ways=args.publish_ways,
-        min_split_pages=args.min_split_pages,
         memo=args.memo,
         split_cpu_s=args.split_cpu,
     )
@@ -50,11 +52,14 @@ def configs(args: argparse.Namespace) -> list[Config]:
     out: list[Config] = []
     for mode in args.mode.split(","):
         for aimd in aimds:
+            msp = args.min_split_pages
             if mode == "host":
-                out += [replace(base, mode="host", streams=s, aimd=aimd) for s in _ints(args.streams)]
+                host = replace(base, min_split_pages=msp or DEFAULT_MIN_SPLIT_PAGES)
+                out += [replace(host, mode="host", streams=s, aimd=aimd) for s in _ints(args.streams)]
             elif mode == "fleet":
+                fl = replace(base, min_split_pages=msp or MIN_SPLIT_PAGES)
                 out += [
-                    replace(base, mode="fleet", listers=args.listers, per_lister=k, aimd=aimd)
+                    replace(fl, mode="fleet", listers=args.listers, per_lister=k, aimd=aimd)
                     for k in _ints(args.per_lister)
                 ]
             elif mode == "static":
@@ -130,7 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lease", type=float, default=10.0)
     ap.add_argument("--aimd", choices=("on", "off", "both"), default="off")
     ap.add_argument("--publish-ways", type=int, default=15)
-    ap.add_argument("--min-split-pages", type=float, default=8.0)
+    ap.add_argument(
+        "--min-split-pages",
+        type=float,
+        default=None,
+        help="default: what the engine uses (fleet.MIN_SPLIT_PAGES for the fleet, SplitPolicy's for a host)",
+    )
     ap.add_argument("--split-cpu", type=float, default=0.0)
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")
