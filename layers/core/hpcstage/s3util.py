@@ -366,6 +366,20 @@ def make_s3_client(
     return enable_fast_list_parsing(client)
 
 
+def access_summary(access: AccessOptions) -> dict[str, Any]:
+    """What summary.json records about how the target was reached (never an external id)."""
+    out: dict[str, Any] = {}
+    if access.request_payer:
+        out["request_payer"] = True
+    if access.role_arn:
+        out["role_arn"] = access.role_arn
+    if access.unsigned:
+        out["unsigned"] = True
+    if access.profile:
+        out["profile"] = access.profile
+    return out
+
+
 def client_access(s3: Any) -> AccessOptions:
     """The access options an S3 client was made with (default ones for clients made elsewhere)."""
     found = getattr(getattr(s3, "meta", None), "hpcstage_access", None)
