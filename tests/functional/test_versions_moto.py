@@ -71,29 +71,29 @@ def key_marker_after(original: Any) -> Any:
     return patched
 
 
-def populate(s3: Any, seed: int = 7) -> None:
+def populate(s3: Any, seed: int = 7, bucket: str = BUCKET) -> None:
     rng = random.Random(seed)
     keys = [f"data/run{i % 5}/f{i:03d}.bin" for i in range(60)]
     keys += ["we ird+%20ü/中.txt", "a&b<c>.dat", "z" * 300]
     for key in keys:
         for _ in range(rng.choice([1, 1, 2, 3])):  # overwrites: non-current versions
-            s3.put_object(Bucket=BUCKET, Key=key, Body=b"x" * rng.randint(0, 500))
+            s3.put_object(Bucket=bucket, Key=key, Body=b"x" * rng.randint(0, 500))
     for key in rng.sample(keys, 12):  # deletes: a delete marker becomes the latest
-        s3.delete_object(Bucket=BUCKET, Key=key)
+        s3.delete_object(Bucket=bucket, Key=key)
     for key in rng.sample(keys, 3):  # a delete marker that is no longer latest
-        s3.delete_object(Bucket=BUCKET, Key=key)
-        s3.put_object(Bucket=BUCKET, Key=key, Body=b"back")
+        s3.delete_object(Bucket=bucket, Key=key)
+        s3.put_object(Bucket=bucket, Key=key, Body=b"back")
     for _ in range(23):  # one key with many more versions than a page
-        s3.put_object(Bucket=BUCKET, Key="data/hot.log", Body=b"h" * 10)
-    s3.put_object(Bucket=BUCKET, Key="other/outside-prefix", Body=b"o")
+        s3.put_object(Bucket=bucket, Key="data/hot.log", Body=b"h" * 10)
+    s3.put_object(Bucket=bucket, Key="other/outside-prefix", Body=b"o")
 
 
-def brute(s3: Any, prefix: str = "") -> dict[str, Any]:
+def brute(s3: Any, prefix: str = "", bucket: str = BUCKET) -> dict[str, Any]:
     rows = set()
     cur = [0, 0]
     non = [0, 0]
     markers = deleted = 0
-    for page in s3.get_paginator("list_object_versions").paginate(Bucket=BUCKET, Prefix=prefix):
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
         for v in page.get("Versions", ()):
             rows.add((v["Key"], v["VersionId"], v["IsLatest"], False))
             target = cur if v["IsLatest"] else non
@@ -191,3 +191,45 @@ def test_request_payer_and_counting_on_list_object_versions(s3: Any) -> None:
     assert [v["Key"] for v in resp["Versions"]] == ["k"]
     assert counter.requests == 1
     assert sent[0]["x-amz-request-payer"] in ("requester", b"requester")
+
+
+def test_the_fleet_lists_every_version_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Lambda fleet's leases, checkpoints and steals over ListObjectVersions (execution input versions: true)."""
+    import test_fleet_moto as tf
+    from hpcstage.inventory import fleet
+
+    monkeypatch.setattr(S3Backend, "list_object_versions", key_marker_after(S3Backend.list_object_versions))
+    gen = tf.aws.__wrapped__()  # the fleet tests' moto fixture (S3 + the fleet table)
+    s3, ddb = next(gen)
+    try:
+        s3.put_bucket_versioning(Bucket="bkt", VersioningConfiguration={"Status": "Enabled"})
+        populate(s3, bucket="bkt")
+        expected = brute(s3, "data/", bucket="bkt")
+        cfg = tf.config("data/", versions=True, checkpoint_pages=2)
+        opts = lambda i: fleet.ListerOptions(  # noqa: E731
+            scan_interval_s=0.02, idle_wait_s=0.02, hunger_poll_s=0.05, listing=ListOptions(page_size=6)
+        )
+        small, _, errors = tf.run_fleet(s3, ddb, cfg, listers=3, options=opts)
+        assert errors == {}
+        summary = json.loads(s3.get_object(Bucket=tf.RESULTS, Key=f"{cfg.root}/summary.json")["Body"].read())
+        assert summary["versions"] == expected["versions"]
+        rows = set()
+        manifest = json.loads(
+            s3.get_object(Bucket=tf.RESULTS, Key=f"{cfg.root}/manifest.json")["Body"].read()
+        )
+        n = 0
+        for f in manifest["files"]:
+            table = pq.read_table(tf.pa_buffer(s3.get_object(Bucket=tf.RESULTS, Key=f["key"])["Body"].read()))
+            n += table.num_rows
+            rows |= set(
+                zip(
+                    table.column("key").to_pylist(),
+                    table.column("version_id").to_pylist(),
+                    table.column("is_latest").to_pylist(),
+                    table.column("is_delete_marker").to_pylist(),
+                    strict=True,
+                )
+            )
+        assert n == len(expected["rows"]) and rows == expected["rows"]
+    finally:
+        next(gen, None)
