@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import HpcstageError, InputError
+from .inventory.directory import is_directory_bucket, run_directory_inventory
 from .inventory.lister import ListOptions
 from .inventory.output import LocalStore, OutputStore, S3Store
 from .inventory.report import human_bytes, render_report
@@ -180,7 +181,10 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     )
     progress = Progress()
     with _ProgressDisplay(progress, enabled=not args.no_progress):
-        summary = run_inventory(s3, url.bucket, url.prefix, store, opts, progress=progress)
+        if is_directory_bucket(s3, url.bucket):
+            summary = run_directory_inventory(s3, url.bucket, url.prefix, store, opts, progress=progress)
+        else:
+            summary = run_inventory(s3, url.bucket, url.prefix, store, opts, progress=progress)
     if args.json:
         print(json.dumps(summary))
     else:
