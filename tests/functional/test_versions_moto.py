@@ -233,3 +233,20 @@ def test_the_fleet_lists_every_version_exactly(monkeypatch: pytest.MonkeyPatch) 
         assert n == len(expected["rows"]) and rows == expected["rows"]
     finally:
         next(gen, None)
+
+
+def test_staging_selects_only_current_versions_unless_asked(s3: Any, tmp_path: Path) -> None:
+    from hpcstage.staging.select import select_objects
+
+    populate(s3)
+    expected = brute(s3)
+    opts = InventoryOptions(workers=2, listing=ListOptions(page_size=9, source=VERSIONS))
+    run_inventory(make_s3_client(), BUCKET, "", LocalStore(tmp_path), opts)
+    current = {k for k, _, latest, marker in expected["rows"] if latest and not marker}
+    picked: list[str] = []
+    result = select_objects(tmp_path, {}, write=lambda e: picked.append(e.key))
+    assert sorted(picked) == sorted(current)
+    assert result.objects == expected["versions"]["current"]["objects"]
+    assert result.bytes == expected["versions"]["current"]["bytes"]
+    everything = select_objects(tmp_path, {}, all_versions=True)
+    assert everything.objects == len(expected["rows"])
