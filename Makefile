@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 # aws-sam-cli pins an older boto3 than the project, so it lives in a venv of its own
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
+# checkov pins its own dependency tree (boto3 among them), so it too lives in a venv of its own
+CHECKOV_VENV := .venv-checkov
+CHECKOV := $(CHECKOV_VENV)/bin/checkov
 
 .PHONY: demo test local-slurm lint typecheck validate layer bench realtime-bench cpu-bench clean
 
@@ -20,6 +23,10 @@ $(STAMP): pyproject.toml
 $(SAM):
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==1.170.0
+
+$(CHECKOV):
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet checkov==3.3.30
 
 # The Slurm tests and the demo's staging part run real jobs: start the local Slurm when this machine
 # can (root; the script installs the packages with apt-get). Otherwise say why and go on: those tests
@@ -50,11 +57,11 @@ typecheck: $(STAMP)
 	# every handler is functions/<name>/app.py (Lambda's convention), so each is its own mypy run
 	for f in functions/*/app.py; do $(VENV)/bin/mypy --follow-imports=silent $$f || exit 1; done
 
-# cfn-lint, statelint, sam validate --lint and the ASL/template cross-checks (also part of `make test`)
-validate: $(STAMP) $(SAM)
+# cfn-lint, checkov, statelint, sam validate --lint and the ASL/template cross-checks (also part of `make test`)
+validate: $(STAMP) $(SAM) $(CHECKOV)
 	$(VENV)/bin/pytest -q tests/unit/test_templates.py
 
-test: $(STAMP) $(SAM) lint typecheck local-slurm
+test: $(STAMP) $(SAM) $(CHECKOV) lint typecheck local-slurm
 	$(VENV)/bin/pytest -q -m "not heavy"
 
 # build the Lambda layer with sam (python3.12 needed on PATH) and check its size against the 250 MB limit
@@ -74,4 +81,4 @@ realtime-bench: $(STAMP)
 	$(PY) -m bench.realtime 1000000
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .pytest_cache .mypy_cache .ruff_cache .aws-sam bench/out hpcstage-demo
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .pytest_cache .mypy_cache .ruff_cache .aws-sam bench/out hpcstage-demo

@@ -144,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split-cpu", type=float, default=0.0)
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")
+    ap.add_argument(
+        "--versions-per-key",
+        type=float,
+        default=0.0,
+        help="also run each size as a versioned bucket (ListObjectVersions) with this many versions per key "
+        "on average: N*v rows in the same key order, printed beside the unversioned run",
+    )
     args = ap.parse_args(argv)
     shapes = list(ALL_SHAPES) if args.shapes == "all" else args.shapes.split(",")
     sizes = [int(x) for x in _floats(args.sizes)]
@@ -161,8 +168,15 @@ def main(argv: list[str] | None = None) -> int:
             )
         if not cfgs:
             continue
-        ks = make_any(shape, n)
-        for cfg in cfgs:
+        runs_of_size = [(shape, make_any(shape, n))]
+        if args.versions_per_key:
+            # ListObjectVersions pages hold up to 1,000 rows (versions and delete markers) in key order and
+            # are sharded by key like ListObjectsV2, so a versioned bucket lists like a key space of N*v rows
+            # of the same shape. Not modelled: a cut cannot fall between two versions of one key (at most a
+            # few rows per cut), and a versions page's XML is larger (same page latency assumed).
+            rows_n = int(n * args.versions_per_key)
+            runs_of_size.append((f"{shape} versioned x{args.versions_per_key:g}", make_any(shape, rows_n)))
+        for (label, ks), cfg in itertools.product(runs_of_size, cfgs):
             rs = []
             for seed in range(1, args.seeds + 1):
                 t0 = time.perf_counter()
@@ -178,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"INEXACT: {shape} {n} {cfg.label()} seed {seed}: {r.exact_detail}", file=sys.stderr
                     )
             rw = row(rs, cfg)
+            rw["shape"] = label
+            if label != shape:
+                rw["n"] = f"{_fmt_n(n)} keys, {_fmt_n(ks.n)} versions"
             rows.append(rw)
             print(md(rw), flush=True)
     OUT.mkdir(exist_ok=True)

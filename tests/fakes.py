@@ -241,3 +241,99 @@ def install_fake_lfs(bin_dir: Path) -> None:
     path = bin_dir / "lfs"
     path.write_text(f"#!{sys.executable}\n{LFS_FAKE}")
     path.chmod(path.stat().st_mode | _stat.S_IXUSR | _stat.S_IXGRP | _stat.S_IXOTH)
+
+
+class FakeDirectoryBucket:
+    """An S3 Express One Zone directory bucket's ListObjectsV2, as API_ListObjectsV2 documents it:
+
+    - "ListObjectsV2 does not return objects in lexicographical order": each page's Contents and
+      CommonPrefixes come in a shuffled order, and a directory's pages split it at arbitrary points;
+    - "StartAfter ... is not supported for directory buckets": a request with it fails (InvalidArgument);
+    - "/" is the only delimiter, and a Prefix must end in it;
+    - the listing "includes the prefixes that are related only to in-progress multipart uploads":
+      ``uploads`` are keys being uploaded; their directories appear in CommonPrefixes, never in Contents;
+    - ``denied`` prefixes answer AccessDenied (a session policy that does not allow them).
+    Continuation tokens are opaque (a random id mapped to the rest of the directory).
+    """
+
+    def __init__(
+        self,
+        keys: dict[str, int],
+        *,
+        uploads: list[str] = (),  # type: ignore[assignment]
+        denied: tuple[str, ...] = (),
+        page_size: int = 1000,
+        seed: int = 0,
+    ) -> None:
+        import random
+
+        self.keys = dict(keys)
+        self.uploads = list(uploads)
+        self.denied = denied
+        self.page_size = page_size
+        self.rng = random.Random(seed)
+        self.tokens: dict[str, list[tuple[str, str]]] = {}
+        self.calls: list[dict[str, Any]] = []
+
+    def _error(self, code: str, message: str) -> Exception:
+        from botocore.exceptions import ClientError
+
+        return ClientError({"Error": {"Code": code, "Message": message}}, "ListObjectsV2")
+
+    def list_objects_v2(self, **p: Any) -> dict[str, Any]:
+        self.calls.append(p)
+        if "StartAfter" in p:
+            raise self._error("InvalidArgument", "StartAfter is not supported for directory buckets")
+        if p.get("Delimiter") != "/":
+            raise self._error("InvalidArgument", "only / is supported as a delimiter")
+        prefix = p.get("Prefix", "")
+        if prefix and not prefix.endswith("/"):
+            raise self._error("InvalidArgument", "a prefix must end in the delimiter")
+        if any(prefix.startswith(d) for d in self.denied):
+            raise self._error("AccessDenied", "Access Denied")
+        if "ContinuationToken" in p:
+            entries = self.tokens.pop(p["ContinuationToken"])
+        else:
+            entries = []
+            dirs: set[str] = set()
+            for key in [*self.keys, *self.uploads]:
+                if not key.startswith(prefix):
+                    continue
+                rest = key[len(prefix) :]
+                if "/" in rest:
+                    dirs.add(prefix + rest[: rest.index("/") + 1])
+                elif key in self.keys:
+                    entries.append(("key", key))
+            entries += [("dir", d) for d in dirs]
+            self.rng.shuffle(entries)
+        page, rest_entries = entries[: self.page_size], entries[self.page_size :]
+        self.rng.shuffle(page)
+        enc = p.get("EncodingType") == "url"
+        resp: dict[str, Any] = {
+            "IsTruncated": bool(rest_entries),
+            "Contents": [
+                {
+                    "Key": quote_plus(k, safe="/") if enc else k,
+                    "Size": self.keys[k],
+                    "LastModified": datetime(2024, 1, 1, tzinfo=UTC),
+                    "ETag": '"d41d8cd98f00b204e9800998ecf8427e"',
+                    "StorageClass": "EXPRESS_ONEZONE",
+                }
+                for kind, k in page
+                if kind == "key"
+            ],
+            "CommonPrefixes": [
+                {"Prefix": quote_plus(d, safe="/") if enc else d} for kind, d in page if kind == "dir"
+            ],
+            "ResponseMetadata": {"RetryAttempts": 0},
+        }
+        if enc:
+            resp["EncodingType"] = "url"
+        if rest_entries:
+            token = f"tok-{self.rng.getrandbits(64):016x}"
+            self.tokens[token] = rest_entries
+            resp["NextContinuationToken"] = token
+        return resp
+
+    def head_bucket(self, **p: Any) -> dict[str, Any]:
+        return {"BucketLocationType": "AvailabilityZone", "BucketLocationName": "usw2-az1"}

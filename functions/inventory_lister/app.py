@@ -8,6 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from hpcstage import clients
 from hpcstage.inventory import fleet
+from hpcstage.s3util import AccessOptions
 
 logger = Logger()
 tracer = Tracer()
@@ -24,6 +25,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         sfn=clients.client("stepfunctions"),
         event=event,
         remaining_ms=context.get_remaining_time_in_millis,
+        source_s3=clients.source_s3(AccessOptions.from_dict(event["config"].get("access"))),
     )
     metrics.add_metric(name="PagesListed", unit=MetricUnit.Count, value=out["pages"])
     return out

@@ -16,6 +16,9 @@ os.environ.update(
     }
 )
 
+# The template names the buckets its functions may list (no default); moto enforces no IAM, so one name serves.
+LOCAL_PARAMETERS = {"SourceBucketArns": "arn:aws:s3:::hpcstage-local-tests"}
+
 
 @pytest.fixture(scope="module")
 def local_stack():  # type: ignore[no-untyped-def]
@@ -27,5 +30,5 @@ def local_stack():  # type: ignore[no-untyped-def]
     # the state machine's own completeness check (Continue) must catch that, so the tests run that way.
     # "dynamodb" serialises moto's DynamoDB, which is not thread-safe (the fleet's listers write it at once).
     with LocalAws(patches=("lambda", "s3_listing", "map_iteration", "dynamodb")) as aws:
-        deployed = aws.deploy(os.path.join(root, "template.yaml"), {}, root)
+        deployed = aws.deploy(os.path.join(root, "template.yaml"), LOCAL_PARAMETERS, root)
         yield aws, deployed

@@ -11,6 +11,9 @@ import pytest
 from hpcstage.inventory import tasks
 from hpcstage.localcli import seed_bucket
 
+# The template names the buckets its functions may list (no default); moto enforces no IAM, so one name serves.
+LOCAL_PARAMETERS = {"SourceBucketArns": "arn:aws:s3:::hpcstage-local-tests"}
+
 
 @pytest.fixture(scope="module")
 def aws_stack() -> Iterator[Any]:
@@ -18,7 +21,7 @@ def aws_stack() -> Iterator[Any]:
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with LocalAws() as aws:
-        yield aws, aws.deploy(os.path.join(root, "template.yaml"), {}, root)
+        yield aws, aws.deploy(os.path.join(root, "template.yaml"), LOCAL_PARAMETERS, root)
 
 
 def test_keeps_failing_shard_fails_the_map(aws_stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:

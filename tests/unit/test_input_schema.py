@@ -92,3 +92,55 @@ def test_defaults() -> None:
         False,
     )
     assert cfg.root == "inventory/ok-bucket/run-1"
+
+
+FLEET_SCHEMA = json.loads(
+    (ROOT / "layers/core/hpcstage/schemas/inventory-fleet-input.schema.json").read_text()
+)
+
+
+@pytest.mark.parametrize("path", FLEET_EXAMPLES, ids=lambda p: p.name)
+def test_fleet_examples_match_the_fleet_schema(path: Path) -> None:
+    jsonschema.validate(json.loads(path.read_text()), FLEET_SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ({"bucket": "ok-bucket", "versions": "yes"}, "'versions' must be true or false"),
+        ({"bucket": "ok-bucket", "access": {"profile": "lab"}}, "unknown 'access' field(s): profile"),
+        ({"bucket": "ok-bucket", "access": {"role_arn": "arn:aws:iam::1:user/x"}}, "not an IAM role ARN"),
+        (
+            {"bucket": "ok-bucket", "access": {"request_payer": "yes"}},
+            "'access.request_payer' must be true or false",
+        ),
+        ({"bucket": "ok-bucket", "streams": 0}, "'streams' must be a whole number from 1 to 64"),
+    ],
+)
+def test_malformed_fleet_input_fails_the_validator_and_the_schema(
+    event: dict[str, object], message: str
+) -> None:
+    from hpcstage.inventory import fleet
+
+    with pytest.raises(InputError) as err:
+        fleet.validate_input(event, run_id="r", started="s", results_bucket="res", table="t")
+    assert message in str(err.value)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(event, FLEET_SCHEMA)
+
+
+def test_a_versioned_cross_account_fleet_input_is_valid_for_both() -> None:
+    from hpcstage.inventory import fleet
+
+    event = {
+        "bucket": "collab-data",
+        "versions": True,
+        "access": {
+            "role_arn": "arn:aws:iam::210987654321:role/read",
+            "external_id": "lab-1",
+            "request_payer": True,
+        },
+    }
+    jsonschema.validate(event, FLEET_SCHEMA)
+    cfg = fleet.validate_input(event, run_id="r", started="s", results_bucket="res", table="t")
+    assert cfg.versions and cfg.access["role_arn"] == "arn:aws:iam::210987654321:role/read"

@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from .errors import HpcstageError, InputError
+from .inventory.directory import is_directory_bucket, run_directory_inventory
 from .inventory.lister import ListOptions
 from .inventory.output import LocalStore, OutputStore, S3Store
 from .inventory.report import human_bytes, render_report
 from .inventory.runner import InventoryOptions, Progress, default_workers, run_inventory
-from .s3util import make_s3_client, parse_s3_url
+from .inventory.versions import VERSIONS
+from .s3util import AccessOptions, access_summary, make_s3_client, parse_s3_url
 
 
 def _positive_int(text: str) -> int:
@@ -50,6 +52,24 @@ def build_parser() -> argparse.ArgumentParser:
     inv.add_argument("--hints", help="ranges.json of a previous run: its ranges seed the streams")
     inv.add_argument("--previous", help="summary.json of a previous run: report the change since")
     inv.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    inv.add_argument(
+        "--versions",
+        action="store_true",
+        help="every version and delete marker (ListObjectVersions; needs s3:ListBucketVersions)",
+    )
+    inv.add_argument("--profile", help="named profile of your AWS config to list with")
+    inv.add_argument(
+        "--no-sign-request",
+        action="store_true",
+        help="anonymous requests (public buckets, e.g. the AWS Open Data registry)",
+    )
+    inv.add_argument("--role-arn", help="IAM role to assume for the bucket (cross-account)")
+    inv.add_argument("--external-id", help="external id the role's trust policy requires")
+    inv.add_argument(
+        "--request-payer",
+        action="store_true",
+        help="list a requester-pays bucket: the LIST requests are billed to you (shown in the summary)",
+    )
     inv.add_argument("--no-progress", action="store_true", help="no progress display")
 
     run = sub.add_parser("run", help="execute a state machine locally (embedded default)")
@@ -138,20 +158,33 @@ class _ProgressDisplay:
 
 def cmd_inventory(args: argparse.Namespace) -> int:
     url = parse_s3_url(args.url)
-    s3 = make_s3_client(args.endpoint_url, args.region, pool=args.workers + 32)
-    store, dest_arn, key_prefix = _output_store(args.out, url.bucket, s3)
+    access = AccessOptions(
+        profile=args.profile,
+        unsigned=args.no_sign_request,
+        role_arn=args.role_arn,
+        external_id=args.external_id,
+        request_payer=args.request_payer,
+    )
+    s3 = make_s3_client(args.endpoint_url, args.region, pool=args.workers + 32, access=access)
+    # The output (and a previous run's) is yours: written with your own credentials, not the target's.
+    out_s3 = s3 if access.default else make_s3_client(args.endpoint_url, args.region)
+    store, dest_arn, key_prefix = _output_store(args.out, url.bucket, out_s3)
     opts = InventoryOptions(
         workers=args.workers,
-        listing=ListOptions(stats_depth=args.depth),
+        listing=ListOptions(stats_depth=args.depth, source=VERSIONS if args.versions else None),
+        extra_summary=access_summary(access),
         hints=_read_json(args.hints) if args.hints else None,
         previous_summary=(previous := _read_json(args.previous) if args.previous else None),
-        previous_store=_previous_store(previous, s3),
+        previous_store=_previous_store(previous, out_s3),
         destination_arn=dest_arn,
         manifest_key_prefix=key_prefix,
     )
     progress = Progress()
     with _ProgressDisplay(progress, enabled=not args.no_progress):
-        summary = run_inventory(s3, url.bucket, url.prefix, store, opts, progress=progress)
+        if is_directory_bucket(s3, url.bucket):
+            summary = run_directory_inventory(s3, url.bucket, url.prefix, store, opts, progress=progress)
+        else:
+            summary = run_inventory(s3, url.bucket, url.prefix, store, opts, progress=progress)
     if args.json:
         print(json.dumps(summary))
     else:

@@ -6,7 +6,7 @@ import functools
 import os
 from typing import Any
 
-from .s3util import make_s3_client
+from .s3util import AccessOptions, make_s3_client
 
 
 @functools.cache
@@ -20,3 +20,11 @@ def client(service: str) -> Any:
     import boto3
 
     return boto3.session.Session().client(service)
+
+
+@functools.cache
+def source_s3(access: AccessOptions) -> Any:
+    """The S3 client of a listing target reached with ``access`` (a role to assume, requester pays, anonymous)."""
+    if access.default:
+        return s3()
+    return make_s3_client(os.environ.get("AWS_ENDPOINT_URL_S3"), pool=64, access=access)

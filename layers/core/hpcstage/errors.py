@@ -15,3 +15,7 @@ class BucketError(HpcstageError):
 
 class IncompleteInventoryError(HpcstageError):
     """The listed ranges do not cover the key space exactly once: a count would be wrong, so none is given."""
+
+
+class AccessDeniedError(BucketError):
+    """S3 refused a LIST request: the message names what could not be listed (bucket, range or prefix)."""

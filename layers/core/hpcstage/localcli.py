@@ -38,6 +38,16 @@ CLASSES = [
 ]
 
 
+def local_parameters(bucket: Any) -> dict[str, str]:
+    """Template parameters without a default, for a local deployment that inventories ``bucket``.
+
+    SourceBucketArns must name the buckets the inventory may list (template.yaml has no default, so no
+    deployment grants every bucket); the emulator does not enforce IAM, but the policies are built from it.
+    """
+    name = bucket if isinstance(bucket, str) and BUCKET_NAME.match(bucket) else "replace-me-source-bucket"
+    return {"SourceBucketArns": f"arn:aws:s3:::{name}"}
+
+
 def _project_root() -> Path:
     if not (ROOT / "template.yaml").exists():
         raise InputError(f"template.yaml not found under {ROOT}: run from a checkout of hpcstage")
@@ -122,9 +132,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             "`hpcstage demo` runs inventory then staging locally; deployed, start staging from the console"
         )
     os.environ.update(QUIET_ENV)
+    bucket = event.get("bucket") if isinstance(event, dict) else None
     with LocalAws() as aws:
-        deployed = aws.deploy(root / "template.yaml", {}, root)
-        bucket = event.get("bucket") if isinstance(event, dict) else None
+        deployed = aws.deploy(root / "template.yaml", local_parameters(bucket), root)
         if isinstance(bucket, str) and BUCKET_NAME.match(bucket):
             # The embedded default starts empty: seed the named bucket with the demo's research layout.
             aws.client("s3").create_bucket(Bucket=bucket)
@@ -155,7 +165,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(
             f"1. seeded s3://{DEMO_BUCKET} at {aws.endpoint_url} in {time.monotonic() - t:.1f} s", flush=True
         )
-        deployed = aws.deploy(root / "template.yaml", {}, root)
+        deployed = aws.deploy(root / "template.yaml", local_parameters(DEMO_BUCKET), root)
         print(
             f"2. deployed template.yaml locally: {', '.join(sorted(r for r in deployed.resources))}",
             flush=True,

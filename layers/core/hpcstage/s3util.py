@@ -6,6 +6,7 @@ exponential backoff with full jitter; we count the retries it made from the resp
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from urllib.parse import unquote_plus
 from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from .errors import BucketError, InputError
+from .errors import AccessDeniedError, BucketError, InputError
 from .inventory.page import EMPTY, Page
 
 LIST_MAX_KEYS = 1000
@@ -227,22 +228,162 @@ def count_requests(client: Any) -> Any:
     was meant to) and is billed, so the summary's request count and cost take them all.
     """
     client.meta.events.register("before-send.s3.ListObjectsV2", _count_attempt, unique_id="hpcstage-count")
+    client.meta.events.register(
+        "before-send.s3.ListObjectVersions", _count_attempt, unique_id="hpcstage-count-versions"
+    )
     client.meta.hpcstage_counts_requests = True  # type: ignore[attr-defined]
     return client
 
 
-def make_s3_client(endpoint_url: str | None = None, region: str | None = None, pool: int = 50) -> Any:
-    import boto3  # imported here so that importing the core never needs AWS configuration
+@dataclass(frozen=True)
+class AccessOptions:
+    """How to reach a source bucket that may not be the caller's own (CLI options, execution input).
 
-    session = boto3.session.Session()
+    - ``profile``: a named profile of the AWS config/credentials files (``--profile``).
+    - ``unsigned``: anonymous requests, for public buckets such as the AWS Open Data registry
+      (``--no-sign-request``, as aws-cli and s5cmd).
+    - ``role_arn`` / ``external_id``: a role to assume for this target (cross-account); the credentials are
+      refreshed before they expire, so a long run keeps listing.
+    - ``request_payer``: send ``RequestPayer=requester`` (requester-pays buckets: the LIST requests are
+      billed to the caller, and the summary says so).
+    """
+
+    profile: str | None = None
+    unsigned: bool = False
+    role_arn: str | None = None
+    external_id: str | None = None
+    role_session_name: str = "hpcstage-inventory"
+    request_payer: bool = False
+
+    def __post_init__(self) -> None:
+        if self.unsigned and (self.role_arn or self.profile):
+            raise InputError(
+                "--no-sign-request sends no credentials: it cannot be combined with a role or profile"
+            )
+        if self.external_id and not self.role_arn:
+            raise InputError("an external id is only used with a role to assume (--role-arn)")
+        if self.role_arn is not None and not ROLE_ARN.match(self.role_arn):
+            raise InputError(f"not an IAM role ARN: {self.role_arn!r} (arn:aws:iam::123456789012:role/NAME)")
+        if self.external_id is not None and not EXTERNAL_ID.match(self.external_id):
+            raise InputError("an external id is 2 to 1,224 characters of letters, digits and +=,.@:/-")
+
+    @property
+    def default(self) -> bool:
+        return self == AccessOptions()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v != getattr(AccessOptions(), k)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> AccessOptions:
+        return cls(**(d or {}))
+
+
+ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+EXTERNAL_ID = re.compile(r"^[\w+=,.@:/-]{2,1224}$")
+# S3 operations a listing sends that take RequestPayer.
+_PAYER_OPERATIONS = ("ListObjectsV2", "ListObjectVersions", "ListObjects")
+
+
+def _add_request_payer(params: dict[str, Any], **_: Any) -> None:
+    params.setdefault("RequestPayer", "requester")
+
+
+def _session(access: AccessOptions) -> Any:
+    import boto3  # imported here so that importing the core never needs AWS configuration
+    from botocore.exceptions import ProfileNotFound
+
+    try:
+        return boto3.session.Session(profile_name=access.profile)
+    except ProfileNotFound:
+        known = boto3.session.Session().available_profiles
+        raise InputError(
+            f"no AWS profile named {access.profile!r} (profiles in your AWS config: {', '.join(sorted(known)) or 'none'})"
+        ) from None
+
+
+def assume_role_refresher(sts: Any, access: AccessOptions) -> Any:
+    """A function botocore calls for fresh credentials of ``access.role_arn`` (and again before they expire)."""
+
+    def refresh() -> dict[str, str]:
+        params: dict[str, Any] = {"RoleArn": access.role_arn, "RoleSessionName": access.role_session_name}
+        if access.external_id:
+            params["ExternalId"] = access.external_id
+        try:
+            creds = sts.assume_role(**params)["Credentials"]
+        except ClientError as err:
+            code = err.response.get("Error", {}).get("Code", "")
+            raise AccessDeniedError(
+                f"cannot assume role {access.role_arn} ({code}): the role's trust policy must allow this "
+                "principal" + (" with this external id" if access.external_id else "")
+            ) from err
+        return {
+            "access_key": creds["AccessKeyId"],
+            "secret_key": creds["SecretAccessKey"],
+            "token": creds["SessionToken"],
+            "expiry_time": creds["Expiration"].isoformat(),
+        }
+
+    return refresh
+
+
+def make_s3_client(
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    pool: int = 50,
+    access: AccessOptions | None = None,
+    sts: Any = None,
+) -> Any:
+    """An S3 client for listing: fast page parsing, request counting, and the target's ``access`` options.
+
+    ``sts`` (tests, the local runtime) is the STS client used to assume ``access.role_arn``; by default one
+    of the same session (profile) is made.
+    """
+    access = access or AccessOptions()
+    session = _session(access)
     # A session of our own: the faster timestamp parser applies to our clients only.
     session._session.get_component("response_parser_factory").set_parser_defaults(  # noqa: SLF001
         timestamp_parser=fast_timestamp
     )
-    client = session.client(
-        "s3", endpoint_url=endpoint_url, region_name=region, config=retry_config(pool=pool)
-    )
+    config = retry_config(pool=pool)
+    if access.unsigned:
+        from botocore import UNSIGNED
+
+        config = config.merge(Config(signature_version=UNSIGNED))
+    if access.role_arn:
+        from botocore.credentials import DeferredRefreshableCredentials
+
+        sts = sts or session.client("sts", region_name=region)
+        creds = DeferredRefreshableCredentials(
+            refresh_using=assume_role_refresher(sts, access), method="assume-role"
+        )
+        session._session._credentials = creds  # noqa: SLF001 - as botocore's own assume-role provider does
+    client = session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+    if access.request_payer:
+        for op in _PAYER_OPERATIONS:
+            client.meta.events.register(f"before-parameter-build.s3.{op}", _add_request_payer)
+    client.meta.hpcstage_access = access  # type: ignore[attr-defined]
     return enable_fast_list_parsing(client)
+
+
+def access_summary(access: AccessOptions) -> dict[str, Any]:
+    """What summary.json records about how the target was reached (never an external id)."""
+    out: dict[str, Any] = {}
+    if access.request_payer:
+        out["request_payer"] = True
+    if access.role_arn:
+        out["role_arn"] = access.role_arn
+    if access.unsigned:
+        out["unsigned"] = True
+    if access.profile:
+        out["profile"] = access.profile
+    return out
+
+
+def client_access(s3: Any) -> AccessOptions:
+    """The access options an S3 client was made with (default ones for clients made elsewhere)."""
+    found = getattr(getattr(s3, "meta", None), "hpcstage_access", None)
+    return found if isinstance(found, AccessOptions) else AccessOptions()
 
 
 @dataclass(frozen=True)
@@ -334,6 +475,51 @@ def list_page(
     return resp
 
 
+def list_versions_page(
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    *,
+    key_marker: str | None = None,
+    version_id_marker: str | None = None,
+    max_keys: int = LIST_MAX_KEYS,
+    counter: RequestCounter | None = None,
+) -> dict[str, Any]:
+    """One ListObjectVersions call, counted like ``list_page``.
+
+    botocore asks for EncodingType=url itself and decodes the keys and markers of the answer (its
+    ``decode_list_object_versions`` handler), so keys arrive decoded.
+    """
+    params: dict[str, Any] = {"Bucket": bucket, "MaxKeys": max_keys}
+    if prefix:
+        params["Prefix"] = prefix
+    if key_marker is not None:
+        params["KeyMarker"] = key_marker
+        if version_id_marker is not None:
+            params["VersionIdMarker"] = version_id_marker
+    hooked = getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False)
+    _SENT.n = 0
+    attempts: int | None = None
+    try:
+        resp: dict[str, Any] = s3.list_object_versions(**params)
+        attempts = _SENT.n if hooked else 1 + int(resp.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+    except ClientError as err:
+        meta = err.response.get("ResponseMetadata", {})
+        attempts = _SENT.n if hooked else 1 + int(meta.get("RetryAttempts", 0))
+        raise translate_client_error(err, bucket, action="s3:ListBucketVersions") from err
+    except (EndpointConnectionError, NoCredentialsError) as err:
+        attempts = _SENT.n if hooked else 1
+        raise BucketError(f"cannot reach S3 for bucket {bucket!r}: {err}") from err
+    except BaseException:
+        attempts = _SENT.n if hooked else 1
+        raise
+    finally:
+        _SENT.n = None
+        if counter is not None and attempts:
+            counter.add(attempts, attempts - 1)
+    return resp
+
+
 class _KeysView(Sequence[str]):
     """Keys of boto3-shaped contents, read one at a time (a lazily built page stays lazy)."""
 
@@ -369,12 +555,24 @@ def as_page(objects: Page | Sequence[dict[str, Any]]) -> Page:
     return Page.from_contents(objects) if len(objects) else EMPTY
 
 
-def translate_client_error(err: ClientError, bucket: str) -> Exception:
+def translate_client_error(
+    err: ClientError, bucket: str, *, action: str = "s3:ListBucket", where: str = ""
+) -> Exception:
+    """A one-line error for the person running hpcstage; ``where`` names the part of the bucket refused."""
     code = err.response.get("Error", {}).get("Code", "")
     if code in ("NoSuchBucket", "404"):
         return BucketError(f"no such bucket: {bucket}")
     if code in ("AccessDenied", "403", "AllAccessDisabled"):
-        return BucketError(f"access denied listing bucket {bucket} (needs s3:ListBucket)")
+        message = err.response.get("Error", {}).get("Message", "")
+        hint = f"needs {action}"
+        if "kms" in message.lower():
+            hint += (
+                "; the bucket uses SSE-KMS: listing needs no key, reading objects (staging) needs kms:Decrypt"
+            )
+        hint += "; a requester-pays bucket also needs --request-payer"
+        return AccessDeniedError(
+            f"access denied listing bucket {bucket}{' ' + where if where else ''} ({hint})"
+        )
     if code in ("PermanentRedirect", "AuthorizationHeaderMalformed", "301"):
         return BucketError(f"bucket {bucket} is in another region: set --region or AWS_REGION")
     return err

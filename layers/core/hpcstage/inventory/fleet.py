@@ -80,20 +80,20 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from ..errors import BucketError, IncompleteInventoryError, InputError
-from ..s3util import BUCKET_NAME, RequestCounter, as_page
+from ..s3util import BUCKET_NAME, AccessOptions, RequestCounter, access_summary, as_page
 from .lister import ListOptions, list_range
 from .model import KeyRange, PartFile, ShardResult
-from .output import PartWriter, S3Store, latest_key, latest_run, record_latest_run, run_root
+from .output import S3Store, latest_key, latest_run, record_latest_run, run_root
 from .report import execution_summary
 from .runner import finalize, seeds_from_hints
-from .stats import InventoryStats
 from .steal import DEFAULT_MIN_SPLIT_PAGES, SplitPolicy
+from .versions import VERSIONS, stats_class, stats_from_dict, writer_class
 
 HUNGER_SHARDS = 16
 OPEN_SHARDS = 16
@@ -149,6 +149,8 @@ class FleetConfig:
     launch_timeout_seconds: int = 900 + 120
     stop_margin_seconds: float = DEFAULT_STOP_MARGIN_S
     started: str = ""
+    versions: bool = False  # every version and delete marker (ListObjectVersions)
+    access: dict[str, Any] = field(default_factory=dict)  # s3util.AccessOptions of the target, as a dict
 
     @property
     def root(self) -> str:
@@ -200,6 +202,8 @@ def validate_input(
         "stats_depth",
         "audit",
         "max_launches",
+        "versions",
+        "access",
     }
     unknown = sorted(set(event) - known)
     if unknown:
@@ -216,6 +220,10 @@ def validate_input(
     if not isinstance(audit, bool):
         raise InputError("'audit' must be true or false")
     lease = _int(event, "lease_seconds", int(DEFAULT_LEASE_S), 1, 600)
+    versions = event.get("versions", False)
+    if not isinstance(versions, bool):
+        raise InputError("'versions' must be true or false")
+    access = validate_access(event.get("access", {}))
     return FleetConfig(
         bucket=bucket,
         prefix=prefix,
@@ -233,7 +241,30 @@ def validate_input(
         launch_timeout_seconds=int(lister_timeout_s) + 120,
         stop_margin_seconds=min(DEFAULT_STOP_MARGIN_S, max(5.0, lister_timeout_s / 4)),
         started=started,
+        versions=versions,
+        access=access.to_dict(),
     )
+
+
+ACCESS_FIELDS = ("role_arn", "external_id", "request_payer", "unsigned")
+
+
+def validate_access(value: Any) -> AccessOptions:
+    """The execution input's ``access``: {role_arn, external_id, request_payer, unsigned} (no profiles in Lambda)."""
+    if not isinstance(value, dict):
+        raise InputError("'access' must be an object: {role_arn, external_id, request_payer, unsigned}")
+    unknown = sorted(set(value) - set(ACCESS_FIELDS))
+    if unknown:
+        raise InputError(
+            f"unknown 'access' field(s): {', '.join(unknown)}; allowed: {', '.join(ACCESS_FIELDS)}"
+        )
+    for flag in ("request_payer", "unsigned"):
+        if not isinstance(value.get(flag, False), bool):
+            raise InputError(f"'access.{flag}' must be true or false")
+    for name in ("role_arn", "external_id"):
+        if name in value and not isinstance(value[name], str):
+            raise InputError(f"'access.{name}' must be a string")
+    return AccessOptions(**value)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -987,7 +1018,7 @@ class _Stream:
         opts = self.lister.options.listing
         self.seg_name = f"{self.lease.id}-{self.tag}-{self.seq:04d}"
         self.seq += 1
-        self.writer = PartWriter(
+        self.writer = writer_class(opts.source)(
             self.lister.out,
             cfg.bucket,
             self.seg_name,
@@ -995,7 +1026,9 @@ class _Stream:
             part_rows=opts.part_rows,
             tmpdir=opts.tmpdir,
         )
-        self.seg_stats = InventoryStats(prefix=cfg.prefix, depth=cfg.stats_depth, now=self.lister.started)
+        self.seg_stats = stats_class(opts.source)(
+            prefix=cfg.prefix, depth=cfg.stats_depth, now=self.lister.started
+        )
         self.seg_pages = 0
 
     def add_page(self, objects: Any) -> None:
@@ -1075,13 +1108,17 @@ class Lister:
         clock: Clock = time.time,
         options: ListerOptions | None = None,
         owner: str | None = None,
+        source_s3: Any = None,
     ) -> None:
         self.s3 = s3
+        self.source_s3 = source_s3 if source_s3 is not None else s3  # the target's client (cfg.access)
         self.sfn = sfn
         self.cfg = cfg
         self.generation = generation
         self.remaining_ms = remaining_ms
         self.options = options or ListerOptions()
+        if cfg.versions:
+            self.options = replace(self.options, listing=replace(self.options.listing, source=VERSIONS))
         self.store = FleetStore(ddb, cfg.table, cfg.run_id, clock)
         self.out = cfg.store(s3)
         self.owner = owner or uuid.uuid4().hex
@@ -1267,7 +1304,7 @@ class Lister:
         rng = KeyRange(id=lease.id, start_after=resume, end=lease.end)
         try:
             res = list_range(
-                self.s3,
+                self.source_s3,
                 self.cfg.bucket,
                 self.cfg.prefix,
                 rng,
@@ -1372,8 +1409,11 @@ def run_lister(
     remaining_ms: Callable[[], int],
     clock: Clock = time.time,
     options: ListerOptions | None = None,
+    source_s3: Any = None,
 ) -> dict[str, Any]:
-    """The lister Lambda's one call: ``event`` is what ``launch`` sent ({config, generation, lister})."""
+    """The lister Lambda's one call: ``event`` is what ``launch`` sent ({config, generation, lister}).
+
+    ``source_s3`` lists the target (made from the config's ``access``); ``s3`` writes the results."""
     cfg = FleetConfig.from_dict(event["config"])
     lister = Lister(
         s3=s3,
@@ -1384,6 +1424,7 @@ def run_lister(
         remaining_ms=remaining_ms,
         clock=clock,
         options=options,
+        source_s3=source_s3,
     )
     return lister.run()
 
@@ -1418,8 +1459,10 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
     out = cfg.store(s3)
     keys = [k for lease in leases for k in lease.stats]
     started = datetime.fromisoformat(cfg.started.replace("Z", "+00:00")) if cfg.started else datetime.now(UTC)
-    merged = InventoryStats(prefix=cfg.prefix, depth=cfg.stats_depth, now=started)
-    for st in _parallel(lambda k: InventoryStats.from_dict(json.loads(out.get_bytes(k))), keys):
+    merged = stats_class(VERSIONS if cfg.versions else None)(
+        prefix=cfg.prefix, depth=cfg.stats_depth, now=started
+    )
+    for st in _parallel(lambda k: stats_from_dict(json.loads(out.get_bytes(k))), keys):
         merged.merge(st)
     if merged.objects != sum(r.objects for r in results):
         raise IncompleteInventoryError(
@@ -1436,6 +1479,7 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
         destination_arn=f"arn:aws:s3:::{cfg.results_bucket}",
         manifest_key_prefix=f"{cfg.root}/",
         extra_requests=int(meta.get("orphan_requests", 0)),
+        extra=access_summary(AccessOptions.from_dict(cfg.access)),
     )
     record_latest_run(s3, cfg.results_bucket, cfg.latest_key, cfg.root, summary["finished"])
     small = execution_summary(summary, f"s3://{cfg.results_bucket}/{cfg.root}/summary.json")

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from ..errors import AccessDeniedError
 from ..s3util import LIST_MAX_KEYS, RequestCounter, head, list_page, page_objects
 from .model import KeyRange, PartFile, ShardResult
 from .output import OutputStore, PartWriter
@@ -41,13 +42,21 @@ class ListOptions:
     part_rows: int = 1_000_000
     tmpdir: str | None = None
     policy: SplitPolicy = field(default_factory=SplitPolicy)
+    # Where pages come from: None is ListObjectsV2; hpcstage.inventory.versions.VERSIONS lists every version.
+    source: Any = None
 
 
 def part_writer(store: OutputStore, bucket: str, opts: ListOptions) -> Callable[[str], Writer]:
     """A factory of Parquet part writers, one per range (a range's parts hold its keys in order)."""
 
+    writer_class: Any = PartWriter
+    if opts.source is not None:
+        from .versions import writer_class as source_writer
+
+        writer_class = source_writer(opts.source)
+
     def make(range_id: str) -> Writer:
-        return PartWriter(
+        return writer_class(  # type: ignore[no-any-return]
             store,
             bucket,
             range_id,
@@ -85,23 +94,30 @@ def list_range(
     policy = replace(opts.policy, page_keys=opts.page_size)
     counter = counter if counter is not None else RequestCounter()
     before_requests, before_retries = counter.requests, counter.retries
-    cursor = Cursor(rng, prefix=prefix)
+    source = opts.source
+    cursor = source.cursor(rng, prefix) if source is not None else Cursor(rng, prefix=prefix)
     given = 0
     objects_before, bytes_before = stats.objects, stats.bytes
     try:
         while not cursor.done:
-            req = cursor.request(opts.page_size)
-            resp = list_page(
-                s3,
-                bucket,
-                prefix,
-                start_after=req.get("StartAfter"),
-                token=req.get("ContinuationToken"),
-                max_keys=opts.page_size,
-                counter=counter,
-            )
-            keys, objects = page_objects(resp)
-            n = cursor.take(keys, bool(resp.get("IsTruncated")), resp.get("NextContinuationToken"))
+            if source is not None:
+                keys, objects, truncated, token = source.page(
+                    s3, bucket, prefix, cursor, opts.page_size, counter
+                )
+                n = cursor.take(keys, truncated, token)
+            else:
+                req = cursor.request(opts.page_size)
+                resp = list_page(
+                    s3,
+                    bucket,
+                    prefix,
+                    start_after=req.get("StartAfter"),
+                    token=req.get("ContinuationToken"),
+                    max_keys=opts.page_size,
+                    counter=counter,
+                )
+                keys, objects = page_objects(resp)
+                n = cursor.take(keys, bool(resp.get("IsTruncated")), resp.get("NextContinuationToken"))
             if n:
                 objects = head(objects, n)
                 o, b = stats.objects, stats.bytes
@@ -119,6 +135,12 @@ def list_range(
                         given += len(pieces)
                         give(pieces)
         parts = writer.close()
+    except AccessDeniedError as err:
+        # Name the part of the bucket S3 refused, so that a partial listing is never mistaken for a total.
+        writer.abort()
+        after = f"after {cursor.pos!r}" if cursor.pos is not None else "from the first key"
+        upto = f"up to {cursor.range.end!r}" if cursor.range.end is not None else "to the last key"
+        raise AccessDeniedError(f"{err} [keys under {prefix!r} {after} {upto}: not listed]") from err
     except BaseException:
         writer.abort()
         raise

@@ -285,6 +285,7 @@ def write_manifest(
     destination_arn: str,
     key_prefix: str = "",
     created_ms: int | None = None,
+    file_schema: str = FILE_SCHEMA,
 ) -> dict[str, Any]:
     """manifest.json (S3 Inventory format), manifest.checksum, and a Hive symlink.txt."""
     created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
@@ -298,7 +299,7 @@ def write_manifest(
         "version": "2016-11-30",
         "creationTimestamp": str(created_ms),
         "fileFormat": "Parquet",
-        "fileSchema": FILE_SCHEMA,
+        "fileSchema": file_schema,
         "files": files,
     }
     body = json.dumps(manifest, indent=2).encode()

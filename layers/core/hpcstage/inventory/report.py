@@ -237,6 +237,20 @@ def render_report(summary: dict[str, Any], top_prefixes: int = 15) -> str:
         else:
             for row in d["by_prefix"][:top_prefixes]:
                 lines.append(f"  {row['prefix'] or '(root)':<40} {row['objects']:+12,}  {row['bytes']:+,} B")
+    if "versions" in s:
+        v = s["versions"]
+        lines += [
+            "",
+            "Versions (ListObjectVersions):",
+            f"  current        {v['current']['objects']:>14,}  {human_bytes(v['current']['bytes']):>12}",
+            f"  non-current    {v['noncurrent']['objects']:>14,}  {human_bytes(v['noncurrent']['bytes']):>12}",
+            f"  {v['delete_markers']:,} delete markers; {v['deleted_keys']:,} keys deleted (latest is a delete marker)",
+        ]
+    if s.get("request_payer"):
+        lines.append(
+            f"\nRequester pays: the {s['list_requests']:,} LIST requests (${s['list_cost_usd']:.4f}) "
+            "and their data transfer are billed to this account, not the bucket owner."
+        )
     lines.append(f"\nOutput: {s['output']}")
     return "\n".join(lines) + "\n"
 

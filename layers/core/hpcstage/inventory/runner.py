@@ -23,10 +23,11 @@ from ..s3util import RequestCounter
 from .diff import diff_inventories
 from .lister import ListOptions, Writer, list_range, part_writer
 from .model import KeyRange, ShardResult
-from .output import OutputStore, write_manifest
+from .output import FILE_SCHEMA, OutputStore, write_manifest
 from .report import build_summary, check_tiling, diff_summaries, ranges_document, render_report
 from .stats import InventoryStats
 from .steal import LocalPool
+from .versions import VersionStats, stats_class
 
 
 @dataclass
@@ -64,6 +65,7 @@ class InventoryOptions:
     destination_arn: str = ""
     manifest_key_prefix: str = ""
     previous_store: OutputStore | None = None  # the previous run's output: object-level diff
+    extra_summary: dict[str, Any] | None = None  # added to summary.json (access: requester pays, role)
 
 
 def seeds_from_hints(hints: Sequence[dict[str, Any]], pieces: int) -> list[KeyRange]:
@@ -225,6 +227,7 @@ def run_inventory(
     started = datetime.now(UTC)
     workers = max(1, opts.workers)
     seeds = seeds_from_hints(opts.hints, workers) if opts.hints else [KeyRange(id="r0")]
+    stats_cls = stats_class(opts.listing.source)
     out = run_streams(
         s3,
         bucket,
@@ -234,6 +237,7 @@ def run_inventory(
         make_writer=part_writer(store, bucket, opts.listing),
         options=opts.listing,
         started=started,
+        stats_factory=lambda: stats_cls(prefix=prefix, depth=opts.listing.stats_depth, now=started),
         progress=progress,
     )
     with progress.lock:
@@ -250,6 +254,7 @@ def run_inventory(
         manifest_key_prefix=opts.manifest_key_prefix,
         previous_summary=opts.previous_summary,
         previous_store=opts.previous_store,
+        extra=opts.extra_summary,
     )
 
 
@@ -267,6 +272,7 @@ def finalize(
     previous_summary: dict[str, Any] | None = None,
     previous_store: OutputStore | None = None,
     extra_requests: int = 0,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Check completeness, write manifest, summary.json, report.txt and ranges.json.
 
@@ -282,6 +288,7 @@ def finalize(
         destination_arn=destination_arn,
         key_prefix=manifest_key_prefix,
         created_ms=int(started.timestamp() * 1000),
+        file_schema=getattr(stats, "file_schema", FILE_SCHEMA),
     )
     finished = datetime.now(UTC)
     summary = build_summary(
@@ -296,6 +303,9 @@ def finalize(
         planned_ranges=len(seeds),
     )
     summary["ranges_given"] = sum(r.given for r in results)
+    if isinstance(stats, VersionStats):
+        summary["versions"] = stats.summary()
+    summary.update(extra or {})
     if previous_summary is not None:
         summary["diff"] = diff_summaries(previous_summary, summary)
         if previous_store is not None:

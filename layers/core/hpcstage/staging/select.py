@@ -250,8 +250,12 @@ def select_objects(
     output: str | os.PathLike[str] | None = None,
     output_format: str | None = None,
     batch_rows: int = 65_536,
+    all_versions: bool = False,
 ) -> SelectionResult:
     """Scan inventory Parquet and write the selected rows as a staging manifest.
+
+    A versioned inventory (``--versions``: ``is_latest``/``is_delete_marker`` columns) is read for its
+    current versions only, unless ``all_versions``: non-current versions and delete markers are not files.
 
     ``parquet_sources``: a .parquet file, a directory or ``s3://bucket/prefix`` holding an inventory
     (its manifest.json lists the parts; without one, ``data/*.parquet``), or a list of these.
@@ -268,7 +272,9 @@ def select_objects(
     try:
         for part in _iter_parts(parquet_sources, s3):
             result.parts_read += 1
-            for batch in part.iter_batches(batch_size=batch_rows, columns=_COLUMNS):
+            for batch in part.iter_batches(
+                batch_size=batch_rows, columns=_COLUMNS, current_only=not all_versions
+            ):
                 result.rows_scanned += batch.num_rows
                 for entry in matcher.select(batch):
                     result.objects += 1
@@ -364,13 +370,26 @@ class _Part:
         self.path = path
         self.temporary = temporary
 
-    def iter_batches(self, *, batch_size: int, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    def iter_batches(
+        self, *, batch_size: int, columns: list[str], current_only: bool = True
+    ) -> Iterator[pa.RecordBatch]:
         try:
             parquet = pq.ParquetFile(self.path)
             missing = [c for c in columns if c not in parquet.schema_arrow.names]
             if missing:
                 raise StagingError(f"inventory part {self.path} lacks column(s) {', '.join(missing)}")
-            yield from parquet.iter_batches(batch_size=batch_size, columns=columns)
+            versioned = {"is_latest", "is_delete_marker"} <= set(parquet.schema_arrow.names)
+            if not (current_only and versioned):
+                yield from parquet.iter_batches(batch_size=batch_size, columns=columns)
+                return
+            for batch in parquet.iter_batches(
+                batch_size=batch_size, columns=[*columns, "is_latest", "is_delete_marker"]
+            ):
+                current = pc.and_(
+                    pc.fill_null(batch.column("is_latest"), False),
+                    pc.invert(pc.fill_null(batch.column("is_delete_marker"), False)),
+                )
+                yield batch.filter(current).select(columns)
         finally:
             if self.temporary and os.path.exists(self.path):
                 os.unlink(self.path)
