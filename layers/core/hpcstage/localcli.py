@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import EXIT_FAILED, EXIT_OK, HpcstageError, InputError
+from .errors import EXIT_FAILED, EXIT_OK, ConfigError, HpcstageError, InputError
 from .inventory.report import human_bytes
 
 # A checkout: the repository around this package. An installed wheel: the copy under _project/ (setup.py).
@@ -46,7 +46,7 @@ def _project_root() -> Path:
     for root in (PACKAGED, CHECKOUT):
         if (root / "template.yaml").is_file() and (root / "statemachines").is_dir():
             return root
-    raise InputError(
+    raise ConfigError(
         f"template.yaml is neither in the package ({PACKAGED}) nor in a checkout ({CHECKOUT}): "
         "reinstall hpcstage from a wheel or run from a checkout"
     )
