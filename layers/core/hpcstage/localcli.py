@@ -77,14 +77,25 @@ def demo_objects(n: int, seed: int = 2026) -> dict[str, tuple[int, str]]:
     return out
 
 
-def seed_bucket(bucket: str, objects: dict[str, tuple[int, str]]) -> None:
-    """Objects straight into moto's S3 backend (sizes are recorded, bodies are not stored)."""
+def seed_bucket(
+    bucket: str, objects: dict[str, tuple[int, str]], ages_days: dict[str, float] | None = None
+) -> None:
+    """Objects straight into moto's S3 backend (sizes are recorded, bodies are not stored).
+
+    ``ages_days``: how long ago some keys were last modified (the rest: now).
+    """
+    from datetime import timedelta
+
+    from moto.core.utils import utcnow
     from moto.s3.models import s3_backends
 
     backend = s3_backends["123456789012"]["aws"]
+    now = utcnow()
     for key, (size, cls) in objects.items():
         fake = backend.put_object(bucket, key, b"", storage=cls)
         fake.contentsize = size  # moto reports Size from this; no need to hold the bytes in memory
+        if ages_days and key in ages_days:
+            fake.last_modified = now - timedelta(days=ages_days[key])
 
 
 class _RunWatch:

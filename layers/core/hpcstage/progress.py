@@ -127,6 +127,7 @@ class ProgressDisplay:
                 live.update(status_line(self.progress, t))
 
     def __enter__(self) -> ProgressDisplay:
+        self.timeline.sample(0.0, self.progress)  # with the sample at exit: every run has a start and an end
         target = self._run_live if self.live else self._run_lines
         self._thread = threading.Thread(target=target, name="progress", daemon=True)
         self._thread.start()

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import __version__
 from .report import human_bytes
+from .stats import OTHER_PREFIX
 
 CSS = """
 :root { --fg:#1d2430; --muted:#5b6675; --line:#dfe3ea; --bar:#3a6ea5; --bar2:#e0a43a; --bg:#f6f7f9; }
@@ -150,6 +151,11 @@ def _prefix_section(s: dict[str, Any], limit: int = 40) -> str:
         if bp["depth"] > 1
         else "Collected to depth 1 (run with <code>--depth 3</code> to drill down three levels)."
     )
+    if OTHER_PREFIX in bp["prefixes"]:
+        note += (
+            f" The table keeps {len(bp['prefixes']) - 1:,} prefixes; the objects of any further ones are "
+            f"counted under {escape(OTHER_PREFIX)} (a smaller --depth keeps them apart)."
+        )
     if base:
         note += f" Prefixes below s3://{escape(s['bucket'])}/{escape(base)}."
     return (
@@ -234,8 +240,10 @@ def _diff(s: dict[str, Any], limit: int = 30) -> str:
     )
     exact = d.get("exact")
     if exact:
+        # removed objects take their bytes away; a changed object's bytes are its net change
+        sign = {"added": 1, "removed": -1, "changed": 1}
         head += "<p>" + ", ".join(
-            f"{k}: {_n(exact[k]['objects'])} objects ({_signed_bytes(exact[k]['bytes'])})"
+            f"{k}: {_n(exact[k]['objects'])} objects ({_signed_bytes(sign[k] * exact[k]['bytes'])})"
             for k in ("added", "removed", "changed")
         )
         head += "</p>"
@@ -273,7 +281,7 @@ def _line_chart(
         return f'<p class="muted">{escape(title)}: the run was too short to chart.</p>'
     t_max = max(r["t"] for r in rows) or 1.0
     v_max = max(r[field] for r in rows) or 1
-    pad_l, pad_b, pad_t = 44, 20, 18
+    pad_l, pad_b, pad_t = 76, 20, 18
     pts = " ".join(
         f"{pad_l + (w - pad_l - 6) * r['t'] / t_max:.1f},"
         f"{pad_t + (h - pad_b - pad_t) * (1 - r[field] / v_max):.1f}"
@@ -307,7 +315,7 @@ def _run(s: dict[str, Any]) -> str:
         '<div class="grid2">'
         + _line_chart(timeline, "streams", "streams listing")
         + _line_chart(timeline, "objects", "objects listed")
-        + _line_chart(timeline, "requests", "LIST requests")
+        + _line_chart(timeline, "requests", "pages listed")
         + _line_chart(timeline, "bytes", "bytes listed", fmt=human_bytes)
         + "</div>"
         if timeline
@@ -345,14 +353,14 @@ def render_html(summary: dict[str, Any]) -> str:
         "</p></header><main>"
         f'<div class="cards">{cards}</div>'
         + _prefix_section(s)
+        + _diff(s)
         + '<div class="grid2">'
         + _classes(s)
         + _ages(s)
         + "</div>"
+        + _run(s)
         + _sizes(s)
         + _largest(s)
-        + _diff(s)
-        + _run(s)
         + f"<footer>hpcstage {escape(__version__)} · output {escape(str(s['output']))}</footer>"
         "</main></body></html>\n"
     )
