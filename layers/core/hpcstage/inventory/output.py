@@ -176,6 +176,11 @@ def run_root(results_prefix: str, bucket: str, run_id: str) -> str:
     return f"{results_prefix.strip('/')}/{bucket}/{run_id}".lstrip("/")
 
 
+def hive_root(results_prefix: str, bucket: str, prefix: str) -> str:
+    """The Hive table of one target beside its runs: ``<results prefix>/<bucket>/hive/<target>``."""
+    return f"{results_prefix.strip('/')}/{bucket}/hive/{target_name(prefix)}".lstrip("/")
+
+
 def latest_key(results_prefix: str, bucket: str, prefix: str) -> str:
     """Where the last successful run of a target (bucket and prefix) records its root: audits read it."""
     target = prefix.replace("/", "%2F") or "%ROOT%"

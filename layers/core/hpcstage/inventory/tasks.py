@@ -20,7 +20,7 @@ from ..errors import IncompleteInventoryError, InputError
 from ..inputs import validate
 from .lister import ListOptions, part_writer
 from .model import KeyRange, ShardResult
-from .output import S3Store, latest_key, latest_run, record_latest_run, run_root
+from .output import S3Store, hive_ddl, hive_root, latest_key, latest_run, record_latest_run, run_root
 from .report import execution_summary
 from .runner import Progress, finalize, run_streams, seeds_from_hints
 from .stats import InventoryStats
@@ -263,7 +263,9 @@ def reduce_task(s3: Any, cfg: RunConfig, rounds: int, started: str) -> dict[str,
         manifest_key_prefix=f"{cfg.root}/",
         previous_summary=previous,
         previous_store=previous_store,
+        hive=(hive := S3Store(s3, cfg.results_bucket, hive_root(cfg.results_prefix, cfg.bucket, cfg.prefix))),
     )
+    hive.put_bytes("athena.sql", hive_ddl(hive.uri()).encode())
     record_latest_run(s3, cfg.results_bucket, cfg.latest_key, cfg.root, summary["finished"])
     small = execution_summary(summary, f"s3://{cfg.results_bucket}/{cfg.root}/summary.json")
     small.update(ranges_planned=summary["ranges_planned"], continuations=summary["continuations"])
