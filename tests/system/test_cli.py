@@ -382,6 +382,9 @@ def test_run_inventory_state_machine_locally(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     result = json.loads(r.stdout)
     assert result["status"] == "SUCCEEDED" and result["output"]["objects"] == 3000
+    # progress from the running state machine: the listers' counts after each listing round
+    counts = [line for line in r.stderr.splitlines() if line.startswith("  listing: ")]
+    assert counts and counts[-1].startswith("  listing: 3,000 objects, ")
 
 
 def test_run_refuses_a_bad_input_before_deploying(tmp_path: Path) -> None:

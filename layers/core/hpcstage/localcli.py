@@ -261,7 +261,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         event = json.loads((root / "events" / "inventory-bucket.json").read_text())
         # The embedded endpoint (moto in this process) renders ~0.4 s of CPU per 1,000-key page on the same
         # cores as the listers: more streams only add requests there (bench/RESULTS.md). One lister, 4 streams.
-        event.update({"max_concurrency": 1, "streams": 4})
+        event.update({"max_concurrency": 1, "streams": 4, "stats_depth": 2})  # two levels to drill into
         t = time.monotonic()
         res = run_inventory_machine(aws, deployed, event)
         if not res.succeeded:
@@ -320,6 +320,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             inventory_root = out["summary"].rsplit("/", 1)[0]
             demo_staging(aws, deployed, inventory_root, work)
     print(f"\nOutput kept in {local_out}/ (manifest.json, data/*.parquet, summary.json, report.txt)")
+    print(f"The report to open in a browser: {(local_out / 'report.html').absolute()}")
     return 0
 
 
