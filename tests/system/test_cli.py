@@ -34,6 +34,7 @@ def endpoint() -> Iterator[str]:
 
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+CREDENTIALS_KW = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
 def cli(
@@ -171,6 +172,40 @@ def test_two_runs_into_one_out_never_mix(endpoint: str, tmp_path: Path) -> None:
     assert len(partitions) == 2
     for part, s in zip(partitions, runs, strict=True):
         assert all(line.startswith(s["output"] + "/data/") for line in part.read_text().splitlines())
+
+
+def test_out_on_s3_keeps_runs_apart_with_absolute_symlinks(endpoint: str) -> None:
+    seeded(endpoint, "cli-to-s3", {f"k/f{i:04d}": (4, "STANDARD") for i in range(1200)})
+    seeded(endpoint, "cli-out-bucket", {})
+    r = cli(
+        "inventory",
+        "s3://cli-to-s3/k/",
+        "--endpoint-url",
+        endpoint,
+        "--out",
+        "s3://cli-out-bucket/lake",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    run = summary["output"]
+    assert run.startswith("s3://cli-out-bucket/lake/cli-to-s3/") and summary["objects"] == 1200
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **CREDENTIALS_KW)
+    run_key = run[len("s3://cli-out-bucket/") :].rstrip("/")
+    manifest = json.loads(
+        s3.get_object(Bucket="cli-out-bucket", Key=f"{run_key}/manifest.json")["Body"].read()
+    )
+    hive = f"lake/cli-to-s3/hive/{target_name('k/')}"
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="cli-out-bucket", Prefix=hive + "/")["Contents"]]
+    (symlink,) = [k for k in keys if k.endswith("symlink.txt")]
+    lines = s3.get_object(Bucket="cli-out-bucket", Key=symlink)["Body"].read().decode().splitlines()
+    assert lines == [f"s3://cli-out-bucket/{f['key']}" for f in manifest["files"]]
+    ddl = s3.get_object(Bucket="cli-out-bucket", Key=f"{hive}/athena.sql")["Body"].read().decode()
+    assert f"LOCATION 's3://cli-out-bucket/{hive}/';" in ddl
+    html = s3.get_object(Bucket="cli-out-bucket", Key=f"{run_key}/report.html")["Body"].read().decode()
+    assert '<p id="totals">1,200 objects' in html
 
 
 def test_hints_and_previous(endpoint: str, tmp_path: Path) -> None:

@@ -187,10 +187,11 @@ class RunOutput:
     key_prefix: str
 
 
-def prepare_output(out: str | None, bucket: str, prefix: str, stamp: str, s3: Any) -> RunOutput:
+def prepare_output(out: str | None, bucket: str, prefix: str, stamp: str, s3: Any, probe: Any) -> RunOutput:
     """The run's own folder ``OUT/BUCKET/STAMP`` (never one an earlier run wrote to), checked writable.
 
-    A file, an unwritable folder or a missing output bucket is refused here, before any listing.
+    A file, an unwritable folder or a missing output bucket is refused here, before any listing: the
+    checks use ``probe`` (short timeouts, two attempts), the stores ``s3`` (the listing's client).
     """
     from .inventory.probe import call
 
@@ -201,10 +202,10 @@ def prepare_output(out: str | None, bucket: str, prefix: str, stamp: str, s3: An
         base = f"{url.prefix.strip('/')}/{bucket}".lstrip("/")
         root = f"{base}/{stamp}"
         try:
-            if call(s3, url.bucket, Prefix=root + "/", MaxKeys=1).get("KeyCount", 0):
+            if call(probe, url.bucket, Prefix=root + "/", MaxKeys=1).get("KeyCount", 0):
                 raise InputError(f"--out: s3://{url.bucket}/{root}/ already holds files: start the run again")
+            S3Store(probe, url.bucket, root).put_bytes("run.json", marker.encode())
             store = S3Store(s3, url.bucket, root)
-            store.put_bytes("run.json", marker.encode())
         except HpcstageError as err:
             raise type(err)(f"--out {out}: {err}") from None
         except Exception as err:  # noqa: BLE001 - the S3 answer, as one line
@@ -253,8 +254,8 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     progress = Progress(phase="checking")
     check_listable(probe, url.bucket, url.prefix)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = prepare_output(args.out, url.bucket, url.prefix, stamp, probe)
     s3 = make_s3_client(args.endpoint_url, args.region, pool=args.workers + 32, timeouts=timeouts)
+    out = prepare_output(args.out, url.bucket, url.prefix, stamp, s3, probe)
     opts = InventoryOptions(
         workers=args.workers,
         listing=ListOptions(stats_depth=args.depth),
