@@ -251,7 +251,6 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     previous = read_previous(args.previous, url.bucket, url.prefix) if args.previous else None
     timeouts = Timeouts(connect=args.connect_timeout, read=args.read_timeout, attempts=args.max_attempts)
     probe = make_s3_client(args.endpoint_url, args.region, pool=2, timeouts=timeouts.probe())
-    progress = Progress(phase="checking")
     check_listable(probe, url.bucket, url.prefix)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     s3 = make_s3_client(args.endpoint_url, args.region, pool=args.workers + 32, timeouts=timeouts)
@@ -266,6 +265,7 @@ def cmd_inventory(args: argparse.Namespace) -> int:
         manifest_key_prefix=out.key_prefix,
         hive=out.hive,
     )
+    progress = Progress(phase="listing")  # the checks are done: what the display shows first is the listing
     display = ProgressDisplay(progress, mode="off" if args.no_progress else "auto", interval=args.stats)
     with display:
         summary = run_inventory(s3, url.bucket, url.prefix, out.store, opts, progress=progress)
