@@ -113,6 +113,8 @@ class _RunWatch:
         self._thread: threading.Thread | None = None
         self._seen: dict[str, tuple[int, int, int, int]] = {}
         self._start = time.monotonic()
+        self._lock = threading.Lock()
+        self._last = ""
 
     def _say(self, line: str) -> None:
         print(line, file=self.stream, flush=True)
@@ -136,7 +138,7 @@ class _RunWatch:
             self.maps += 1
             self._say(f"  -> listing round {self.maps}")
         elif t == "MapRunSucceeded":
-            self._say(self.counts())
+            self._say_counts()
         elif t == "ExecutionFailed":
             self._say(f"  !! {ev.get('executionFailedEventDetails', {})}")
 
@@ -167,10 +169,20 @@ class _RunWatch:
             f"{len(self._seen):,} lister(s), {requests:,} LIST, {el // 60}:{el % 60:02d}"
         )
 
+    def _say_counts(self) -> None:
+        """The counts, unless they are the ones last printed (the clock at the end aside)."""
+        with self._lock:  # the poller and the event callback both come here
+            line = self.counts()
+            same = line.rsplit(", ", 1)[0]
+            if same == self._last:
+                return
+            self._last = same
+        self._say(line)
+
     def _poll(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self._say(self.counts())
+                self._say_counts()
             except Exception as err:  # noqa: BLE001 - progress must never end the run; say why it stopped
                 self._say(f"  (progress unavailable: {type(err).__name__}: {err})")
                 return
@@ -254,7 +266,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         deployed = aws.deploy(root / "template.yaml", {}, root)
         print(
-            f"2. deployed template.yaml locally: {', '.join(sorted(r for r in deployed.resources))}",
+            "2. deployed template.yaml locally: "
+            + ", ".join(sorted(r for r, res in deployed.resources.items() if res.created)),
             flush=True,
         )
         print("3. running the inventory state machine (events/inventory-bucket.json):", flush=True)
