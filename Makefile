@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# what pip and apt print while bootstrapping goes here, not to the terminal; named when a step fails
+INSTALL_LOG := .venv-install.log
+quietly = { $(1); } >>$(INSTALL_LOG) 2>&1 || { echo "$(2) failed; its output is in $(INSTALL_LOG):" >&2; tail -n 20 $(INSTALL_LOG) >&2; exit 1; }
 # aws-sam-cli pins an older boto3 than the project, so it lives in a venv of its own
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
@@ -11,14 +14,15 @@ SAM := $(SAM_VENV)/bin/sam
 CHECKOV_VENV := .venv-checkov
 CHECKOV := $(CHECKOV_VENV)/bin/checkov
 
-.PHONY: demo test local-slurm lint typecheck validate layer bench realtime-bench cpu-bench clean
+.PHONY: demo test local-slurm lint typecheck validate layer bench realtime-bench cpu-bench report-screenshot clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "hpcstage needs Python 3.11+"'
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@echo "installing hpcstage and its dependencies into $(VENV) (log: $(INSTALL_LOG))"
+	@test -x $(PY) || $(call quietly,$(PYTHON) -m venv $(VENV),creating $(VENV))
+	@$(call quietly,$(PY) -m pip install --upgrade pip,upgrading pip)
+	@$(call quietly,$(PY) -m pip install -e '.[dev]',pip install -e .[dev])
+	@touch $(STAMP)
 
 $(SAM):
 	$(PYTHON) -m venv $(SAM_VENV)
@@ -35,10 +39,10 @@ $(CHECKOV):
 local-slurm:
 	@if [ "$$(id -u)" != "0" ]; then \
 	  msg="local Slurm not started: not root (as root: bash scripts/slurm-local.sh start)"; \
-	elif bash scripts/slurm-local.sh start; then \
+	elif echo "starting the local Slurm (log: $(INSTALL_LOG))" && bash scripts/slurm-local.sh start >>$(INSTALL_LOG) 2>&1; then \
 	  msg=""; \
 	else \
-	  msg="local Slurm did not start (see the lines above)"; \
+	  msg="local Slurm did not start (see $(INSTALL_LOG))"; \
 	fi; \
 	if [ -n "$$msg" ]; then \
 	  if [ "$${HPCSTAGE_REQUIRE_SLURM:-0}" = "1" ]; then echo "$$msg; HPCSTAGE_REQUIRE_SLURM=1" >&2; exit 1; fi; \
@@ -46,7 +50,11 @@ local-slurm:
 	fi
 
 demo: $(STAMP) local-slurm
-	$(VENV)/bin/hpcstage demo
+	@$(VENV)/bin/hpcstage demo
+
+# docs/report.png: two inventories of the demo layout with the real CLI, the second report in headless chromium
+report-screenshot: $(STAMP)
+	$(PY) scripts/report_example.py --screenshot docs/report.png
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check layers functions tests bench
@@ -81,4 +89,4 @@ realtime-bench: $(STAMP)
 	$(PY) -m bench.realtime 1000000
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .pytest_cache .mypy_cache .ruff_cache .aws-sam bench/out hpcstage-demo
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .pytest_cache .mypy_cache .ruff_cache .aws-sam bench/out hpcstage-demo hpcstage-example $(INSTALL_LOG)

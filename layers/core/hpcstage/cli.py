@@ -1,24 +1,38 @@
-"""The hpcstage command line (local use): inventory, run (local state machines), demo."""
+"""The hpcstage command line (local use): inventory, run (local state machines), demo.
+
+Exit codes follow the AWS CLI's (hpcstage.errors): 0 done, 1 done but not what was asked (nothing
+under the prefix, an incomplete inventory, a failed execution), 2 the command line does not parse,
+252 a bad parameter value, 253 credentials or configuration, 254 an error from S3, 255 anything else.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import threading
-import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import HpcstageError, InputError
+from . import __version__
+from .errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OTHER,
+    EXIT_PARSE,
+    EXIT_SERVICE,
+    HpcstageError,
+    InputError,
+)
 from .inventory.directory import is_directory_bucket, run_directory_inventory
 from .inventory.lister import ListOptions
-from .inventory.output import LocalStore, OutputStore, S3Store
+from .inventory.output import LocalStore, OutputStore, S3Store, hive_ddl, target_name
 from .inventory.report import human_bytes, render_report
-from .inventory.runner import InventoryOptions, Progress, default_workers, run_inventory
+from .inventory.runner import InventoryOptions, Progress, default_workers, run_inventory, seeds_from_hints
 from .inventory.versions import VERSIONS
-from .s3util import AccessOptions, access_summary, make_s3_client, parse_s3_url
+from .s3util import AccessOptions, Timeouts, access_summary, make_s3_client, parse_s3_url
+
+DEFAULTS = Timeouts()
 
 
 def _positive_int(text: str) -> int:
@@ -31,8 +45,23 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < v <= 3600:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600 seconds: {text}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hpcstage", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="hpcstage",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"hpcstage {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     inv = sub.add_parser("inventory", help="count, size and catalogue a bucket (or prefix) in parallel")
@@ -46,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"concurrent ListObjectsV2 streams that split work among themselves (default {default_workers()})",
     )
     inv.add_argument(
-        "--out", help="output directory or s3://bucket/prefix (default ./hpcstage-out/BUCKET/TIME)"
+        "--out",
+        help="folder or s3://bucket/prefix that keeps every run: each run gets its own folder "
+        "OUT/BUCKET/TIME/ beneath it, printed at the end (default ./hpcstage-out)",
     )
     inv.add_argument("--depth", type=_positive_int, default=1, help="prefix depth for the by-prefix table")
     inv.add_argument("--hints", help="ranges.json of a previous run: its ranges seed the streams")
@@ -71,9 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="list a requester-pays bucket: the LIST requests are billed to you (shown in the summary)",
     )
     inv.add_argument("--no-progress", action="store_true", help="no progress display")
+    inv.add_argument(
+        "--stats",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="when stderr is not a terminal, print a progress line this often (default 10)",
+    )
+    _add_timeout_options(inv)
 
-    run = sub.add_parser("run", help="execute a state machine locally (embedded default)")
-    run.add_argument("machine", choices=["inventory", "staging"])
+    run = sub.add_parser("run", help="execute the inventory state machine locally (embedded default)")
+    run.add_argument("machine", choices=["inventory"])
     run.add_argument("--input", required=True, help="execution input JSON file (see events/)")
     run.add_argument(
         "--seed-objects",
@@ -88,23 +127,127 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _read_json(path: str) -> Any:
+def _add_timeout_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=DEFAULTS.connect,
+        metavar="SECONDS",
+        help=f"wait this long for a connection to S3 (default {DEFAULTS.connect:g})",
+    )
+    parser.add_argument(
+        "--read-timeout",
+        type=_seconds,
+        default=DEFAULTS.read,
+        metavar="SECONDS",
+        help=f"wait this long for an answer to one request (default {DEFAULTS.read:g})",
+    )
+    parser.add_argument(
+        "--max-attempts",
+        type=_positive_int,
+        default=DEFAULTS.attempts,
+        help=f"attempts per request while listing, with backoff (default {DEFAULTS.attempts}; "
+        "the checks before the listing make at most 2)",
+    )
+
+
+def _read_json(path: str, what: str) -> Any:
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise InputError(f"no such file: {path}") from None
+        raise InputError(f"{what}: no such file: {path}") from None
+    except IsADirectoryError:
+        raise InputError(f"{what}: {path} is a folder, not a file") from None
+    except (PermissionError, UnicodeDecodeError) as err:
+        raise InputError(f"{what}: cannot read {path}: {err}") from None
     except json.JSONDecodeError as err:
-        raise InputError(f"{path} is not valid JSON: {err}") from None
+        raise InputError(f"{what}: {path} is not valid JSON: {err}") from None
 
 
-def _output_store(out: str | None, bucket: str, s3: Any) -> tuple[OutputStore, str, str]:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+def read_hints(path: str, workers: int) -> list[dict[str, Any]]:
+    """A ranges.json, checked whole before the listing starts."""
+    hints = _read_json(path, "--hints")
+    if not isinstance(hints, list):
+        raise InputError(
+            f"--hints: {path} is not a ranges.json (a list of {{start_after, end, objects}} rows); "
+            f"got a JSON {type(hints).__name__}"
+        )
+    try:
+        seeds_from_hints(hints, workers)
+    except InputError as err:
+        raise InputError(f"--hints {path}: {err}") from None
+    return hints
+
+
+def read_previous(path: str, bucket: str, prefix: str) -> dict[str, Any]:
+    """A summary.json of an earlier run of the same target, checked before the listing starts."""
+    prev = _read_json(path, "--previous")
+    needed = ("bucket", "prefix", "objects", "bytes", "by_prefix")
+    if not isinstance(prev, dict) or any(k not in prev for k in needed):
+        raise InputError(f"--previous: {path} is not a summary.json of hpcstage (needs {', '.join(needed)})")
+    if not isinstance(prev["objects"], int) or not isinstance(prev["bytes"], int):
+        raise InputError(f"--previous: {path}: 'objects' and 'bytes' must be whole numbers")
+    if not isinstance(prev["by_prefix"], dict) or not isinstance(prev["by_prefix"].get("prefixes", {}), dict):
+        raise InputError(f"--previous: {path}: 'by_prefix' is not a by-prefix table")
+    if (prev["bucket"], prev["prefix"]) != (bucket, prefix):
+        raise InputError(
+            f"--previous: {path} is an inventory of s3://{prev['bucket']}/{prev['prefix']}, "
+            f"not of s3://{bucket}/{prefix}"
+        )
+    return prev
+
+
+@dataclass
+class RunOutput:
+    """Where one run writes: its own folder, and the target's Hive table folder beside the runs."""
+
+    store: OutputStore
+    hive: OutputStore
+    destination_arn: str
+    key_prefix: str
+
+
+def prepare_output(out: str | None, bucket: str, prefix: str, stamp: str, s3: Any, probe: Any) -> RunOutput:
+    """The run's own folder ``OUT/BUCKET/STAMP`` (never one an earlier run wrote to), checked writable.
+
+    A file, an unwritable folder or a missing output bucket is refused here, before any listing: the
+    checks use ``probe`` (short timeouts, two attempts), the stores ``s3`` (the listing's client).
+    """
+    from .inventory.probe import call
+
+    target = target_name(prefix)
+    marker = json.dumps({"bucket": bucket, "prefix": prefix, "started": stamp, "version": __version__})
     if out and out.startswith("s3://"):
         url = parse_s3_url(out)
-        root = f"{url.prefix.rstrip('/')}/{bucket}/{stamp}".lstrip("/")
-        return S3Store(s3, url.bucket, root), f"arn:aws:s3:::{url.bucket}", f"{root}/"
-    root_dir = Path(out) if out else Path("hpcstage-out") / bucket / stamp
-    return LocalStore(root_dir), f"file://{root_dir.resolve()}", ""
+        base = f"{url.prefix.strip('/')}/{bucket}".lstrip("/")
+        root = f"{base}/{stamp}"
+        try:
+            if call(probe, url.bucket, Prefix=root + "/", MaxKeys=1).get("KeyCount", 0):
+                raise InputError(f"--out: s3://{url.bucket}/{root}/ already holds files: start the run again")
+            S3Store(probe, url.bucket, root).put_bytes("run.json", marker.encode())
+            store = S3Store(s3, url.bucket, root)
+        except HpcstageError as err:
+            raise type(err)(f"--out {out}: {err}") from None
+        except Exception as err:  # noqa: BLE001 - the S3 answer, as one line
+            raise InputError(f"--out {out}: cannot write there: {err}") from None
+        return RunOutput(
+            store, S3Store(s3, url.bucket, f"{base}/hive/{target}"), f"arn:aws:s3:::{url.bucket}", f"{root}/"
+        )
+    base_dir = Path(out or "hpcstage-out")
+    if base_dir.exists() and not base_dir.is_dir():
+        raise InputError(
+            f"--out: {base_dir} is a file; give a folder (each run gets its own folder beneath it)"
+        )
+    run_dir = base_dir / bucket / stamp
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise InputError(f"--out: {run_dir} already holds files: start the run again")
+    try:
+        local = LocalStore(run_dir)
+        local.put_bytes("run.json", marker.encode())
+        hive = LocalStore(base_dir / bucket / "hive" / target)
+    except OSError as err:
+        raise InputError(f"--out: cannot write to {base_dir}: {err.strerror or err}") from None
+    return RunOutput(local, hive, f"file://{local.root}", "")
 
 
 def _previous_store(previous: dict[str, Any] | None, s3: Any) -> OutputStore | None:
@@ -115,49 +258,18 @@ def _previous_store(previous: dict[str, Any] | None, s3: Any) -> OutputStore | N
     if where.startswith("s3://"):
         url = parse_s3_url(where)
         return S3Store(s3, url.bucket, url.prefix.rstrip("/"))
-    return LocalStore(where) if Path(where).is_dir() else None
-
-
-class _ProgressDisplay:
-    """A rich live line on stderr: objects, bytes, ranges done, rate."""
-
-    def __init__(self, progress: Progress, enabled: bool) -> None:
-        self.progress = progress
-        self.enabled = enabled and sys.stderr.isatty()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._start = time.monotonic()
-
-    def line(self) -> str:
-        p = self.progress
-        el = max(1e-6, time.monotonic() - self._start)
-        return (
-            f"{p.phase}: {p.objects:,} objects  {human_bytes(p.bytes)}  {p.streams_active} streams  "
-            f"ranges {p.ranges_done}/{p.ranges_total}  {p.objects / el:,.0f} obj/s  {p.list_requests:,} LIST"
-        )
-
-    def __enter__(self) -> _ProgressDisplay:
-        if self.enabled:
-            from rich.console import Console
-            from rich.live import Live
-
-            def loop() -> None:
-                with Live(console=Console(stderr=True), refresh_per_second=4, transient=True) as live:
-                    while not self._stop.wait(0.25):
-                        live.update(self.line())
-
-            self._thread = threading.Thread(target=loop, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+    return LocalStore(where) if Path(where, "manifest.json").is_file() else None
 
 
 def cmd_inventory(args: argparse.Namespace) -> int:
+    from .inventory.probe import check_listable
+    from .progress import ProgressDisplay
+
     url = parse_s3_url(args.url)
+    # every input is read and checked before anything is listed or written
+    hints = read_hints(args.hints, args.workers) if args.hints else None
+    previous = read_previous(args.previous, url.bucket, url.prefix) if args.previous else None
+    timeouts = Timeouts(connect=args.connect_timeout, read=args.read_timeout, attempts=args.max_attempts)
     access = AccessOptions(
         profile=args.profile,
         unsigned=args.no_sign_request,
@@ -165,53 +277,91 @@ def cmd_inventory(args: argparse.Namespace) -> int:
         external_id=args.external_id,
         request_payer=args.request_payer,
     )
-    s3 = make_s3_client(args.endpoint_url, args.region, pool=args.workers + 32, access=access)
+    probe = make_s3_client(args.endpoint_url, args.region, pool=2, timeouts=timeouts.probe(), access=access)
+    check_listable(probe, url.bucket, url.prefix)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    s3 = make_s3_client(
+        args.endpoint_url, args.region, pool=args.workers + 32, timeouts=timeouts, access=access
+    )
     # The output (and a previous run's) is yours: written with your own credentials, not the target's.
-    out_s3 = s3 if access.default else make_s3_client(args.endpoint_url, args.region)
-    store, dest_arn, key_prefix = _output_store(args.out, url.bucket, out_s3)
+    if access.default:
+        out_s3, out_probe = s3, probe
+    else:
+        out_s3 = make_s3_client(args.endpoint_url, args.region, timeouts=timeouts)
+        out_probe = make_s3_client(args.endpoint_url, args.region, pool=2, timeouts=timeouts.probe())
+    out = prepare_output(args.out, url.bucket, url.prefix, stamp, out_s3, out_probe)
     opts = InventoryOptions(
         workers=args.workers,
         listing=ListOptions(stats_depth=args.depth, source=VERSIONS if args.versions else None),
         extra_summary=access_summary(access),
-        hints=_read_json(args.hints) if args.hints else None,
-        previous_summary=(previous := _read_json(args.previous) if args.previous else None),
+        hints=hints,
+        previous_summary=previous,
         previous_store=_previous_store(previous, out_s3),
-        destination_arn=dest_arn,
-        manifest_key_prefix=key_prefix,
+        destination_arn=out.destination_arn,
+        manifest_key_prefix=out.key_prefix,
+        hive=out.hive,
     )
-    progress = Progress()
-    with _ProgressDisplay(progress, enabled=not args.no_progress):
+    progress = Progress(phase="listing")  # the checks are done: what the display shows first is the listing
+    display = ProgressDisplay(progress, mode="off" if args.no_progress else "auto", interval=args.stats)
+    with display:
         if is_directory_bucket(s3, url.bucket):
-            summary = run_directory_inventory(s3, url.bucket, url.prefix, store, opts, progress=progress)
+            summary = run_directory_inventory(s3, url.bucket, url.prefix, out.store, opts, progress=progress)
         else:
-            summary = run_inventory(s3, url.bucket, url.prefix, store, opts, progress=progress)
+            summary = run_inventory(s3, url.bucket, url.prefix, out.store, opts, progress=progress)
+    summary["timeline"] = display.timeline.rows
+    _write_reports(out.store, summary)
+    out.hive.put_bytes("athena.sql", hive_ddl(out.hive.uri()).encode())
     if args.json:
         print(json.dumps(summary))
     else:
-        _print_summary_table(summary)
+        _print_summary(summary, out.store.uri("report.html"))
     return 0
 
 
-def _print_summary_table(summary: dict[str, Any]) -> None:
+def _write_reports(store: OutputStore, summary: dict[str, Any]) -> None:
+    """summary.json and report.html again, now with the run's timeline (sampled by the display)."""
+    from .inventory.report_html import render_html
+
+    store.put_bytes("summary.json", json.dumps(summary, indent=2).encode())
+    store.put_bytes("report.html", render_html(summary).encode())
+
+
+def _print_summary(summary: dict[str, Any], report: str, top: int = 5) -> None:
+    from .inventory.report_html import prefix_tree
+
     try:
         from rich.console import Console
         from rich.table import Table
     except ImportError:  # the core layer has no rich; the local extras do
         print(render_report(summary))
+        print(f"Report: {report}")
         return
-    t = Table(title=f"s3://{summary['bucket']}/{summary['prefix']}")
+    s = summary
+    t = Table(title=f"s3://{s['bucket']}/{s['prefix']}", title_justify="left")
     t.add_column("measure")
     t.add_column("value", justify="right")
-    t.add_row("objects", f"{summary['objects']:,}")
-    t.add_row("bytes", f"{summary['bytes']:,} ({human_bytes(summary['bytes'])})")
-    t.add_row("LIST requests", f"{summary['list_requests']:,}")
-    t.add_row("LIST cost", f"${summary['list_cost_usd']:.4f}")
-    t.add_row("ranges (seeded/listed)", f"{summary['ranges_planned']}/{summary['ranges_listed']}")
-    t.add_row("time", f"{summary['seconds']:.1f} s")
-    for c, v in summary["by_storage_class"].items():
+    t.add_row("objects", f"{s['objects']:,}")
+    t.add_row("bytes", f"{s['bytes']:,} ({human_bytes(s['bytes'])})")
+    t.add_row("LIST requests", f"{s['list_requests']:,} (${s['list_cost_usd']:.4f})")
+    t.add_row("time", f"{s['seconds']:.1f} s ({s['objects_per_second']:,.0f} objects/s)")
+    for c, v in s["by_storage_class"].items():
         t.add_row(f"  {c}", f"{v['objects']:,} / {human_bytes(v['bytes'])}")
+    base = s["prefix"][: s["prefix"].rfind("/") + 1]
+    tops = sorted(
+        prefix_tree(s["by_prefix"]["prefixes"], base)["kids"].items(), key=lambda kv: (-kv[1]["bytes"], kv[0])
+    )
+    for p, v in tops[:top]:
+        share = v["bytes"] / s["bytes"] if s["bytes"] else 0.0
+        t.add_row(
+            f"  {base}{p or '(root)'}", f"{human_bytes(v['bytes'])} ({share:.0%}), {v['objects']:,} objects"
+        )
+    if len(tops) > top:
+        t.add_row(f"  … {len(tops) - top} more prefixes", "in the report")
+    if "diff" in s:
+        t.add_row("change since previous", f"{s['diff']['objects']:+,} objects, {s['diff']['bytes']:+,} B")
     Console().print(t)
-    print(f"Output: {summary['output']}")
+    print(f"Report: {report}")
+    print(f"Output: {s['output']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,11 +377,35 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown command {args.command}")
     except HpcstageError as err:
         print(f"hpcstage: error: {err}", file=sys.stderr)
-        return 2
+        return err.exit_code
     except KeyboardInterrupt:
         print("hpcstage: interrupted", file=sys.stderr)
-        return 130
-    return 0
+        return EXIT_INTERRUPTED
+    except Exception as err:  # noqa: BLE001 - a user never sees a traceback; botocore's own errors first
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from .s3util import translate_botocore_error
+
+        if isinstance(err, BotoCoreError):
+            known = translate_botocore_error(err)
+            print(f"hpcstage: error: {known}", file=sys.stderr)
+            return known.exit_code
+        if isinstance(err, ClientError):
+            e = err.response.get("Error", {})
+            status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
+            print(
+                f"hpcstage: error: S3 answered {e.get('Code', '?')} (HTTP {status}) to "
+                f"{err.operation_name}: {e.get('Message', '')}".rstrip(": "),
+                file=sys.stderr,
+            )
+            return EXIT_SERVICE
+        print(
+            f"hpcstage: error: unexpected {type(err).__name__}: {err} "
+            "(please report it with the command that led to it)",
+            file=sys.stderr,
+        )
+        return EXIT_OTHER
+    return EXIT_PARSE
 
 
 if __name__ == "__main__":

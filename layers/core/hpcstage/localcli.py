@@ -13,14 +13,18 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from .errors import HpcstageError, InputError
+from .errors import EXIT_FAILED, EXIT_OK, ConfigError, HpcstageError, InputError
+from .inventory.report import human_bytes
 from .s3util import BUCKET_NAME
 
-ROOT = Path(__file__).resolve().parents[3]
+# A checkout: the repository around this package. An installed wheel: the copy under _project/ (setup.py).
+CHECKOUT = Path(__file__).resolve().parents[3]
+PACKAGED = Path(__file__).resolve().parent / "_project"
 QUIET_ENV = {
     "POWERTOOLS_METRICS_DISABLED": "true",
     "POWERTOOLS_LOG_LEVEL": "WARNING",
@@ -49,9 +53,14 @@ def local_parameters(bucket: Any) -> dict[str, str]:
 
 
 def _project_root() -> Path:
-    if not (ROOT / "template.yaml").exists():
-        raise InputError(f"template.yaml not found under {ROOT}: run from a checkout of hpcstage")
-    return ROOT
+    """Where template.yaml, statemachines/, functions/ and events/ are: the wheel's copy, or a checkout."""
+    for root in (PACKAGED, CHECKOUT):
+        if (root / "template.yaml").is_file() and (root / "statemachines").is_dir():
+            return root
+    raise ConfigError(
+        f"template.yaml is neither in the package ({PACKAGED}) nor in a checkout ({CHECKOUT}): "
+        "reinstall hpcstage from a wheel or run from a checkout"
+    )
 
 
 def demo_objects(n: int, seed: int = 2026) -> dict[str, tuple[int, str]]:
@@ -79,70 +88,172 @@ def demo_objects(n: int, seed: int = 2026) -> dict[str, tuple[int, str]]:
     return out
 
 
-def seed_bucket(bucket: str, objects: dict[str, tuple[int, str]]) -> None:
-    """Objects straight into moto's S3 backend (sizes are recorded, bodies are not stored)."""
+def seed_bucket(
+    bucket: str, objects: dict[str, tuple[int, str]], ages_days: dict[str, float] | None = None
+) -> None:
+    """Objects straight into moto's S3 backend (sizes are recorded, bodies are not stored).
+
+    ``ages_days``: how long ago some keys were last modified (the rest: now).
+    """
+    from datetime import timedelta
+
+    from moto.core.utils import utcnow
     from moto.s3.models import s3_backends
 
     backend = s3_backends["123456789012"]["aws"]
+    now = utcnow()
     for key, (size, cls) in objects.items():
         fake = backend.put_object(bucket, key, b"", storage=cls)
         fake.contentsize = size  # moto reports Size from this; no need to hold the bytes in memory
+        if ages_days and key in ages_days:
+            fake.last_modified = now - timedelta(days=ages_days[key])
 
 
-def _progress(stream: Any) -> Any:
-    counts = {"maps": 0, "items": 0}
+class _RunWatch:
+    """`hpcstage run`'s progress: the states as they are entered, and while the listers run, the counts
+    of their results in the results bucket (objects, bytes, LIST requests, ranges), as a line every
+    ``interval`` seconds: the same figures `hpcstage inventory` shows, from the running state machine."""
 
-    def on_event(ev: dict[str, Any]) -> None:
+    def __init__(self, aws: Any, stream: Any, interval: float = 5.0) -> None:
+        self.aws = aws
+        self.stream = stream
+        self.interval = interval
+        self.maps = 0
+        self.root: tuple[str, str] | None = None  # (results bucket, run root) once validated
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._seen: dict[str, tuple[int, int, int, int]] = {}
+        self._start = time.monotonic()
+        self._lock = threading.Lock()
+        self._last = ""
+
+    def _say(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+    def on_event(self, ev: dict[str, Any]) -> None:
         t = ev.get("type", "")
         if t == "TaskStateEntered":
-            name = ev.get("stateEnteredEventDetails", {}).get("name")
-            print(f"  -> {name}", file=stream, flush=True)
-        elif t == "MapRunStarted":
-            counts["maps"] += 1
-            print(f"  -> listing round {counts['maps']}", file=stream, flush=True)
-        elif t in ("ExecutionFailed",):
-            print(f"  !! {ev.get('executionFailedEventDetails', {})}", file=stream, flush=True)
+            self._say(f"  -> {ev.get('stateEnteredEventDetails', {}).get('name')}")
+        elif t == "TaskStateExited":
+            details = ev.get("stateExitedEventDetails", {})
+            if details.get("name") == "ValidateInput" and self.root is None:
+                cfg = json.loads(details.get("output") or "{}").get("config", {})
+                if cfg:
+                    from .inventory.output import run_root
 
-    return on_event
+                    root = run_root(cfg["results_prefix"], cfg["bucket"], cfg["run_id"])
+                    self.root = (cfg["results_bucket"], root)
+                    self._thread = threading.Thread(target=self._poll, name="run-watch", daemon=True)
+                    self._thread.start()
+        elif t == "MapRunStarted":
+            self.maps += 1
+            self._say(f"  -> listing round {self.maps}")
+        elif t == "MapRunSucceeded":
+            self._say_counts()
+        elif t == "ExecutionFailed":
+            self._say(f"  !! {ev.get('executionFailedEventDetails', {})}")
+
+    def counts(self) -> str:
+        """Totals over the lister results written so far (each is read once)."""
+        if self.root is None:
+            return "  listing: no result yet"
+        bucket, root = self.root
+        s3 = self.aws.client("s3")
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{root}/results/")
+        for page in pages:
+            for o in page.get("Contents", ()):
+                if o["Key"] not in self._seen:
+                    doc = json.loads(s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read())
+                    rs = doc.get("results", [])
+                    self._seen[o["Key"]] = (
+                        sum(r.get("objects", 0) for r in rs),
+                        sum(r.get("bytes", 0) for r in rs),
+                        sum(r.get("list_requests", 0) for r in rs),
+                        len(rs),
+                    )
+        objects, nbytes, requests, ranges = (
+            (sum(col) for col in zip(*self._seen.values(), strict=True)) if (self._seen) else (0, 0, 0, 0)
+        )
+        el = int(time.monotonic() - self._start)
+        return (
+            f"  listing: {objects:,} objects, {human_bytes(nbytes)}, {ranges:,} ranges listed by "
+            f"{len(self._seen):,} lister(s), {requests:,} LIST, {el // 60}:{el % 60:02d}"
+        )
+
+    def _say_counts(self) -> None:
+        """The counts, unless they are the ones last printed (the clock at the end aside)."""
+        with self._lock:  # the poller and the event callback both come here
+            line = self.counts()
+            same = line.rsplit(", ", 1)[0]
+            if same == self._last:
+                return
+            self._last = same
+        self._say(line)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._say_counts()
+            except Exception as err:  # noqa: BLE001 - progress must never end the run; say why it stopped
+                self._say(f"  (progress unavailable: {type(err).__name__}: {err})")
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
 
 
 def run_inventory_machine(aws: Any, deployed: Any, event: dict[str, Any], timeout_s: float = 1800) -> Any:
-    return aws.run(
-        deployed.arn("InventoryStateMachine"),
-        event,
-        timeout_s=timeout_s,
-        poll_s=0.5,
-        on_event=_progress(sys.stderr),
-    )
+    watch = _RunWatch(aws, sys.stderr)
+    try:
+        return aws.run(
+            deployed.arn("InventoryStateMachine"),
+            event,
+            timeout_s=timeout_s,
+            poll_s=0.5,
+            on_event=watch.on_event,
+        )
+    finally:
+        watch.close()
+
+
+def read_execution_input(path: str) -> Any:
+    """The execution input file, checked against the state machine's schema before anything is deployed."""
+    from .inventory.tasks import validate_input
+
+    try:
+        event = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise InputError(f"no such file: {path}") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise InputError(f"cannot read {path}: {err}") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path} is not valid JSON: {err}") from None
+    try:
+        validate_input(event, run_id="check", results_bucket="check")
+    except InputError as err:
+        raise InputError(f"{path}: {err}") from None
+    return event
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .local import LocalAws
 
     root = _project_root()
-    try:
-        event = json.loads(Path(args.input).read_text())
-    except FileNotFoundError:
-        raise InputError(f"no such file: {args.input}") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"{args.input} is not valid JSON: {err}") from None
-    if args.machine != "inventory":
-        raise InputError(
-            "a staging run needs an inventory in the same emulator, which lives in memory for one command: "
-            "`hpcstage demo` runs inventory then staging locally; deployed, start staging from the console"
-        )
+    event = read_execution_input(args.input)
     os.environ.update(QUIET_ENV)
     bucket = event.get("bucket") if isinstance(event, dict) else None
     with LocalAws() as aws:
         deployed = aws.deploy(root / "template.yaml", local_parameters(bucket), root)
-        if isinstance(bucket, str) and BUCKET_NAME.match(bucket):
-            # The embedded default starts empty: seed the named bucket with the demo's research layout.
-            aws.client("s3").create_bucket(Bucket=bucket)
-            seed_bucket(bucket, demo_objects(args.seed_objects))
-            print(f"seeded s3://{bucket} with {args.seed_objects:,} demo objects", file=sys.stderr)
+        bucket = event["bucket"]
+        # The embedded default starts empty: seed the named bucket with the demo's research layout.
+        aws.client("s3").create_bucket(Bucket=bucket)
+        seed_bucket(bucket, demo_objects(args.seed_objects))
+        print(f"seeded s3://{bucket} with {args.seed_objects:,} demo objects", file=sys.stderr)
         res = run_inventory_machine(aws, deployed, event)
     print(json.dumps({"status": res.status, "output": res.output, "error": res.error, "cause": res.cause}))
-    return 0 if res.succeeded else 1
+    return EXIT_OK if res.succeeded else EXIT_FAILED
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -167,14 +278,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         deployed = aws.deploy(root / "template.yaml", local_parameters(DEMO_BUCKET), root)
         print(
-            f"2. deployed template.yaml locally: {', '.join(sorted(r for r in deployed.resources))}",
+            "2. deployed template.yaml locally: "
+            + ", ".join(sorted(r for r, res in deployed.resources.items() if res.created)),
             flush=True,
         )
         print("3. running the inventory state machine (events/inventory-bucket.json):", flush=True)
         event = json.loads((root / "events" / "inventory-bucket.json").read_text())
         # The embedded endpoint (moto in this process) renders ~0.4 s of CPU per 1,000-key page on the same
         # cores as the listers: more streams only add requests there (bench/RESULTS.md). One lister, 4 streams.
-        event.update({"max_concurrency": 1, "streams": 4})
+        event.update({"max_concurrency": 1, "streams": 4, "stats_depth": 2})  # two levels to drill into
         t = time.monotonic()
         res = run_inventory_machine(aws, deployed, event)
         if not res.succeeded:
@@ -233,6 +345,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             inventory_root = out["summary"].rsplit("/", 1)[0]
             demo_staging(aws, deployed, inventory_root, work)
     print(f"\nOutput kept in {local_out}/ (manifest.json, data/*.parquet, summary.json, report.txt)")
+    print(f"The report to open in a browser: {(local_out / 'report.html').absolute()}")
     return 0
 
 

@@ -16,9 +16,21 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from botocore.config import Config
-from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    CredentialRetrievalError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ProfileNotFound,
+    ReadTimeoutError,
+)
 
-from .errors import AccessDeniedError, BucketError, InputError
+from .errors import AccessDeniedError, BucketError, ConfigError, EndpointError, HpcstageError, InputError
 from .inventory.page import EMPTY, Page
 
 LIST_MAX_KEYS = 1000
@@ -28,12 +40,27 @@ LIST_PRICE_PER_1000 = 0.005
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 
 
-def retry_config(max_attempts: int = 10, pool: int = 50) -> Config:
+@dataclass(frozen=True)
+class Timeouts:
+    """How long to wait for S3 and how often to try. The defaults bound an endpoint that accepts
+    connections and never answers: a probe (``probe()``, 2 attempts) fails in about half a minute."""
+
+    connect: float = 5
+    read: float = 15
+    attempts: int = 10
+
+    def probe(self) -> Timeouts:
+        return Timeouts(connect=self.connect, read=self.read, attempts=min(self.attempts, 2))
+
+
+def retry_config(
+    max_attempts: int = 10, pool: int = 50, connect_timeout: float = 10, read_timeout: float = 60
+) -> Config:
     return Config(
         retries={"mode": "standard", "max_attempts": max_attempts},
         max_pool_connections=pool,
-        connect_timeout=10,
-        read_timeout=60,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
     )
 
 
@@ -297,7 +324,7 @@ def _session(access: AccessOptions) -> Any:
         return boto3.session.Session(profile_name=access.profile)
     except ProfileNotFound:
         known = boto3.session.Session().available_profiles
-        raise InputError(
+        raise ConfigError(
             f"no AWS profile named {access.profile!r} (profiles in your AWS config: {', '.join(sorted(known)) or 'none'})"
         ) from None
 
@@ -333,6 +360,7 @@ def make_s3_client(
     pool: int = 50,
     access: AccessOptions | None = None,
     sts: Any = None,
+    timeouts: Timeouts | None = None,
 ) -> Any:
     """An S3 client for listing: fast page parsing, request counting, and the target's ``access`` options.
 
@@ -345,7 +373,11 @@ def make_s3_client(
     session._session.get_component("response_parser_factory").set_parser_defaults(  # noqa: SLF001
         timestamp_parser=fast_timestamp
     )
-    config = retry_config(pool=pool)
+    config = (
+        retry_config(pool=pool)
+        if timeouts is None
+        else retry_config(timeouts.attempts, pool, timeouts.connect, timeouts.read)
+    )
     if access.unsigned:
         from botocore import UNSIGNED
 
@@ -448,9 +480,9 @@ def list_page(
         meta = err.response.get("ResponseMetadata", {})
         attempts = _SENT.n if hooked else 1 + int(meta.get("RetryAttempts", 0))
         raise translate_client_error(err, bucket) from err
-    except (EndpointConnectionError, NoCredentialsError) as err:
+    except BotoCoreError as err:
         attempts = _SENT.n if hooked else 1
-        raise BucketError(f"cannot reach S3 for bucket {bucket!r}: {err}") from err
+        raise translate_botocore_error(err) from err
     except BaseException:
         attempts = _SENT.n if hooked else 1
         raise
@@ -558,10 +590,12 @@ def as_page(objects: Page | Sequence[dict[str, Any]]) -> Page:
 def translate_client_error(
     err: ClientError, bucket: str, *, action: str = "s3:ListBucket", where: str = ""
 ) -> Exception:
-    """A one-line error for the person running hpcstage; ``where`` names the part of the bucket refused."""
-    code = err.response.get("Error", {}).get("Code", "")
+    """S3's answer as one line that says what to do (``where`` names the part of the bucket refused); codes
+    not known here are left as they are."""
+    code = str(err.response.get("Error", {}).get("Code", ""))
+    headers = err.response.get("ResponseMetadata", {}).get("HTTPHeaders", {}) or {}
     if code in ("NoSuchBucket", "404"):
-        return BucketError(f"no such bucket: {bucket}")
+        return BucketError(f"no such bucket: {bucket} (check the name; `aws s3 ls` lists yours)")
     if code in ("AccessDenied", "403", "AllAccessDisabled"):
         message = err.response.get("Error", {}).get("Message", "")
         hint = f"needs {action}"
@@ -573,6 +607,44 @@ def translate_client_error(
         return AccessDeniedError(
             f"access denied listing bucket {bucket}{' ' + where if where else ''} ({hint})"
         )
-    if code in ("PermanentRedirect", "AuthorizationHeaderMalformed", "301"):
-        return BucketError(f"bucket {bucket} is in another region: set --region or AWS_REGION")
+    if code in (
+        "PermanentRedirect",
+        "AuthorizationHeaderMalformed",
+        "IllegalLocationConstraintException",
+        "301",
+    ):
+        region = headers.get("x-amz-bucket-region") or err.response.get("Error", {}).get("Region")
+        loc = f"region {region}: pass --region {region}" if region else "another region: pass --region"
+        return BucketError(f"bucket {bucket} is in {loc} (or set AWS_DEFAULT_REGION)")
+    if code in (
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "TokenRefreshRequired",
+    ):
+        return ConfigError(
+            f"S3 refused the credentials in use ({code}): check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
+            "or AWS_PROFILE, and refresh a session token (`aws sso login`)"
+        )
     return err
+
+
+def translate_botocore_error(err: BotoCoreError) -> HpcstageError:
+    """botocore's own errors (no answer from S3, or no configuration to send one) as one line each."""
+    if isinstance(err, NoCredentialsError):
+        return ConfigError(
+            "unable to locate AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+            "or run `aws configure`"
+        )
+    if isinstance(err, ProfileNotFound):
+        return ConfigError(f"{err}: the profiles are in ~/.aws/config (`aws configure list-profiles`)")
+    if isinstance(err, PartialCredentialsError | CredentialRetrievalError | NoRegionError):
+        return ConfigError(str(err))
+    if isinstance(err, ConnectTimeoutError | ReadTimeoutError):
+        return EndpointError(
+            f"{err} (S3 did not answer in time; raise --connect-timeout/--read-timeout if the endpoint is slow)"
+        )
+    if isinstance(err, EndpointConnectionError | ConnectionClosedError):
+        return EndpointError(f"{err} (check --endpoint-url and the network)")
+    return EndpointError(f"{type(err).__name__}: {err}")

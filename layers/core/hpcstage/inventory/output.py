@@ -3,8 +3,12 @@
 Layout under the run's output root (a local directory or s3://bucket/prefix):
     data/<range-id>-<n>.parquet   Parquet parts, written as pages arrive
     stats/<range-id>.json         per-invocation statistics (merged by the reducer)
-    manifest.json, manifest.checksum, hive/dt=.../symlink.txt
-    summary.json, report.txt, ranges.json
+    manifest.json, manifest.checksum
+    summary.json, report.txt, report.html, ranges.json
+and, beside the runs of one bucket, one Hive table per target (bucket and prefix) that every run adds a
+partition to, as S3 Inventory does (``<root>/<bucket>/hive/<target>/dt=<time>/symlink.txt``, each line
+the absolute path or s3:// URL of one Parquet part; see hive_ddl). A writer that is given no hive
+store keeps the older per-run ``hive/dt=<minute>/symlink.txt``.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -67,7 +72,8 @@ class OutputStore(Protocol):
 
 class LocalStore:
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
+        # absolute, so that the paths in summary.json and symlink.txt hold from any working directory
+        self.root = Path(root).absolute()
         self.root.mkdir(parents=True, exist_ok=True)
 
     def _path(self, key: str) -> Path:
@@ -147,9 +153,32 @@ class S3Store:
         return S3RangeFile(self.s3, self.bucket, full)
 
 
+def target_name(prefix: str) -> str:
+    """A folder name for one inventory target (a bucket's whole key space, or one prefix of it).
+
+    Readable and safe as one path component locally and in an Athena LOCATION: ``all`` for the whole
+    bucket, else ``prefix-<slug>-<hash>``, the hash telling apart prefixes whose slugs agree.
+    """
+    if not prefix:
+        return "all"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", prefix).strip("-.")[:60] or "x"
+    digest = hashlib.sha256(prefix.encode()).hexdigest()[:8]
+    return f"prefix-{slug}-{digest}"
+
+
+def hive_partition(started_ms: int) -> str:
+    """The ``dt`` value of a run's partition: its start, to the second (two runs never share one)."""
+    return time.strftime("%Y-%m-%d-%H-%M-%S", time.gmtime(started_ms / 1000))
+
+
 def run_root(results_prefix: str, bucket: str, run_id: str) -> str:
     """Where one run's output lives in the results bucket: ``<results prefix>/<bucket>/<run id>``."""
     return f"{results_prefix.strip('/')}/{bucket}/{run_id}".lstrip("/")
+
+
+def hive_root(results_prefix: str, bucket: str, prefix: str) -> str:
+    """The Hive table of one target beside its runs: ``<results prefix>/<bucket>/hive/<target>``."""
+    return f"{results_prefix.strip('/')}/{bucket}/hive/{target_name(prefix)}".lstrip("/")
 
 
 def latest_key(results_prefix: str, bucket: str, prefix: str) -> str:
@@ -286,8 +315,13 @@ def write_manifest(
     key_prefix: str = "",
     created_ms: int | None = None,
     file_schema: str = FILE_SCHEMA,
+    hive: OutputStore | None = None,
 ) -> dict[str, Any]:
-    """manifest.json (S3 Inventory format), manifest.checksum, and a Hive symlink.txt."""
+    """manifest.json (S3 Inventory format), manifest.checksum, and a Hive symlink.txt.
+
+    With ``hive`` (the target's table folder, see target_name), the symlink goes to a new
+    ``dt=<second>`` partition there; without, to the run's own ``hive/dt=<minute>/``.
+    """
     created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
     files: list[dict[str, Any]] = [
         {"key": f"{key_prefix}{p.key}", "size": p.size, "MD5checksum": p.md5}
@@ -305,9 +339,36 @@ def write_manifest(
     body = json.dumps(manifest, indent=2).encode()
     store.put_bytes("manifest.json", body)
     store.put_bytes("manifest.checksum", hashlib.md5(body, usedforsecurity=False).hexdigest().encode())
-    dt = time.strftime("%Y-%m-%d-%H-%M", time.gmtime(created_ms / 1000))
-    store.put_bytes(
-        f"hive/dt={dt}/symlink.txt",
-        "".join(store.uri(f["key"][len(key_prefix) :]) + "\n" for f in files).encode(),
-    )
+    symlinks = "".join(store.uri(f["key"][len(key_prefix) :]) + "\n" for f in files).encode()
+    if hive is not None:
+        hive.put_bytes(f"dt={hive_partition(created_ms)}/symlink.txt", symlinks)
+    else:
+        dt = time.strftime("%Y-%m-%d-%H-%M", time.gmtime(created_ms / 1000))
+        store.put_bytes(f"hive/dt={dt}/symlink.txt", symlinks)
     return manifest
+
+
+def hive_ddl(location: str, table: str = "hpcstage_inventory") -> str:
+    """Athena DDL for a target's Hive table (S3 Inventory's Parquet schema, partitioned by dt).
+
+    ``location`` is the target's hive folder (``s3://.../<bucket>/hive/<target>/``). New runs add
+    partitions: ``MSCK REPAIR TABLE`` (or ALTER TABLE ADD PARTITION) picks them up.
+    """
+    location = location if location.endswith("/") else location + "/"
+    return (
+        f"CREATE EXTERNAL TABLE IF NOT EXISTS {table} (\n"
+        "  bucket string,\n"
+        "  key string,\n"
+        "  size bigint,\n"
+        "  last_modified_date timestamp,\n"
+        "  e_tag string,\n"
+        "  storage_class string,\n"
+        "  is_multipart_uploaded boolean,\n"
+        "  checksum_algorithm string\n"
+        ")\n"
+        "PARTITIONED BY (dt string)\n"
+        "ROW FORMAT SERDE 'org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe'\n"
+        "STORED AS INPUTFORMAT 'org.apache.hadoop.hive.ql.io.SymlinkTextInputFormat'\n"
+        "OUTPUTFORMAT 'org.apache.hadoop.hive.ql.io.IgnoreKeyTextOutputFormat'\n"
+        f"LOCATION '{location}';\n"
+    )

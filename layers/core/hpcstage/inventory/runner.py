@@ -25,6 +25,7 @@ from .lister import ListOptions, Writer, list_range, part_writer
 from .model import KeyRange, ShardResult
 from .output import FILE_SCHEMA, OutputStore, write_manifest
 from .report import build_summary, check_tiling, diff_summaries, ranges_document, render_report
+from .report_html import render_html
 from .stats import InventoryStats
 from .steal import LocalPool
 from .versions import VersionStats, stats_class
@@ -66,6 +67,7 @@ class InventoryOptions:
     manifest_key_prefix: str = ""
     previous_store: OutputStore | None = None  # the previous run's output: object-level diff
     extra_summary: dict[str, Any] | None = None  # added to summary.json (access: requester pays, role)
+    hive: OutputStore | None = None  # the target's Hive table folder: this run adds a dt= partition
 
 
 def seeds_from_hints(hints: Sequence[dict[str, Any]], pieces: int) -> list[KeyRange]:
@@ -255,6 +257,7 @@ def run_inventory(
         previous_summary=opts.previous_summary,
         previous_store=opts.previous_store,
         extra=opts.extra_summary,
+        hive=opts.hive,
     )
 
 
@@ -273,8 +276,9 @@ def finalize(
     previous_store: OutputStore | None = None,
     extra_requests: int = 0,
     extra: dict[str, Any] | None = None,
+    hive: OutputStore | None = None,
 ) -> dict[str, Any]:
-    """Check completeness, write manifest, summary.json, report.txt and ranges.json.
+    """Check completeness, write manifest, summary.json, report.txt, report.html and ranges.json.
 
     ``stats`` are the merged statistics of every stream; ``extra_requests`` are LIST requests made outside
     the listed ranges' results (a lister that died after sending them: they are billed all the same).
@@ -289,6 +293,7 @@ def finalize(
         key_prefix=manifest_key_prefix,
         created_ms=int(started.timestamp() * 1000),
         file_schema=getattr(stats, "file_schema", FILE_SCHEMA),
+        hive=hive,
     )
     finished = datetime.now(UTC)
     summary = build_summary(
@@ -323,5 +328,6 @@ def finalize(
             )
     store.put_bytes("summary.json", json.dumps(summary, indent=2).encode())
     store.put_bytes("report.txt", render_report(summary).encode())
+    store.put_bytes("report.html", render_html(summary).encode())
     store.put_bytes("ranges.json", json.dumps(ranges_document(results)).encode())
     return summary

@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from ..errors import IncompleteInventoryError, InputError
-from ..s3util import BUCKET_NAME
+from ..inputs import validate
 from .lister import ListOptions, part_writer
 from .model import KeyRange, ShardResult
-from .output import S3Store, latest_key, latest_run, record_latest_run, run_root
+from .output import S3Store, hive_ddl, hive_root, latest_key, latest_run, record_latest_run, run_root
 from .report import execution_summary
 from .runner import Progress, finalize, run_streams, seeds_from_hints
 from .stats import InventoryStats
@@ -66,56 +66,28 @@ class RunConfig:
         return S3Store(s3, self.results_bucket, self.root)
 
 
-def _int(event: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
-    value = event.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise InputError(f"'{name}' must be a whole number from {lo} to {hi}, got {value!r}")
-    return value
-
-
 def validate_input(
     event: Any, *, run_id: str, results_bucket: str, results_prefix: str = "inventory"
 ) -> RunConfig:
-    """Check an execution input and fill defaults; every message says what is wrong and how to fix it."""
-    if not isinstance(event, dict):
-        raise InputError(f"the input must be a JSON object, got {type(event).__name__}")
-    known = {
-        "bucket",
-        "prefix",
-        "max_concurrency",
-        "streams",
-        "shard_seconds",
-        "shard_pages",
-        "stats_depth",
-        "audit",
-    }
-    unknown = sorted(set(event) - known)
-    if unknown:
-        raise InputError(f"unknown input field(s): {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
-    bucket = event.get("bucket")
-    if not isinstance(bucket, str) or not BUCKET_NAME.match(bucket):
-        raise InputError(f"'bucket' must be an S3 bucket name (e.g. \"my-data\"), got {bucket!r}")
-    prefix = event.get("prefix", "")
-    if not isinstance(prefix, str) or len(prefix.encode()) > 1024:
-        raise InputError("'prefix' must be a string of at most 1,024 bytes")
+    """Check an execution input against schemas/inventory-input.schema.json and fill its defaults."""
+    cfg = validate(event, "inventory-input")
+    # JSON Schema counts characters; S3 limits a key (so a prefix) to 1,024 bytes of UTF-8
+    if len(cfg["prefix"].encode()) > 1024:
+        raise InputError("'prefix' must be at most 1,024 bytes of UTF-8 (S3's limit for a key)")
     if not _NAME.match(run_id):
         raise InputError(f"run id {run_id!r} is not a valid name")
-    max_conc = _int(event, "max_concurrency", DEFAULT_MAX_CONCURRENCY, 1, 10_000)
-    audit = event.get("audit", False)
-    if not isinstance(audit, bool):
-        raise InputError("'audit' must be true or false")
     return RunConfig(
-        bucket=bucket,
-        prefix=prefix,
+        bucket=cfg["bucket"],
+        prefix=cfg["prefix"],
         run_id=run_id,
         results_bucket=results_bucket,
         results_prefix=results_prefix,
-        max_concurrency=max_conc,
-        streams=_int(event, "streams", DEFAULT_STREAMS, 1, 64),
-        shard_seconds=_int(event, "shard_seconds", DEFAULT_SHARD_SECONDS, 5, 840),
-        stats_depth=_int(event, "stats_depth", 1, 1, 16),
-        shard_pages=_int(event, "shard_pages", 1, 1, 10_000_000) if "shard_pages" in event else None,
-        audit=audit,
+        max_concurrency=cfg["max_concurrency"],
+        streams=cfg["streams"],
+        shard_seconds=cfg["shard_seconds"],
+        stats_depth=cfg["stats_depth"],
+        shard_pages=cfg.get("shard_pages"),
+        audit=cfg["audit"],
     )
 
 
@@ -291,7 +263,9 @@ def reduce_task(s3: Any, cfg: RunConfig, rounds: int, started: str) -> dict[str,
         manifest_key_prefix=f"{cfg.root}/",
         previous_summary=previous,
         previous_store=previous_store,
+        hive=(hive := S3Store(s3, cfg.results_bucket, hive_root(cfg.results_prefix, cfg.bucket, cfg.prefix))),
     )
+    hive.put_bytes("athena.sql", hive_ddl(hive.uri()).encode())
     record_latest_run(s3, cfg.results_bucket, cfg.latest_key, cfg.root, summary["finished"])
     small = execution_summary(summary, f"s3://{cfg.results_bucket}/{cfg.root}/summary.json")
     small.update(ranges_planned=summary["ranges_planned"], continuations=summary["continuations"])

@@ -1,0 +1,51 @@
+"""Execution inputs are checked by their JSON Schema alone; the messages are made from the schema."""
+
+from __future__ import annotations
+
+import pytest
+from hpcstage.errors import InputError
+from hpcstage.inputs import schema, validate
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ([], "the input must be a JSON object, got list"),
+        ({}, "'bucket' must be an S3 bucket name (e.g. \"my-data\"); it is missing"),
+        ({"bucket": "Bad_Bucket"}, '\'bucket\' must be an S3 bucket name (e.g. "my-data"), got "Bad_Bucket"'),
+        ({"bucket": "ok-bucket", "streams": 0}, "'streams' must be a whole number from 1 to 64, got 0"),
+        ({"bucket": "ok-bucket", "streams": "8"}, "'streams' must be a whole number from 1 to 64, got \"8\""),
+        ({"bucket": "ok-bucket", "audit": 1}, "'audit' must be true or false, got 1"),
+        (
+            {"bucket": "ok-bucket", "prefix": 3},
+            "'prefix' must be a string of at most 1,024 characters, got 3",
+        ),
+        (
+            {"bucket": "ok-bucket", "shard_pages": 0},
+            "'shard_pages' must be a whole number from 1 to 10000000, got 0",
+        ),
+        (
+            {"bucket": "ok-bucket", "x": 1, "a": 2},
+            "unknown input field(s): a, x; allowed: audit, bucket, max_concurrency, prefix, shard_pages, "
+            "shard_seconds, stats_depth, streams",
+        ),
+    ],
+)
+def test_messages_come_from_the_schema(event: object, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        validate(event, "inventory-input")
+    assert str(err.value) == message
+
+
+def test_bounds_in_messages_are_the_schemas() -> None:
+    streams = schema("inventory-input")["properties"]["streams"]
+    with pytest.raises(InputError) as err:
+        validate({"bucket": "ok-bucket", "streams": streams["maximum"] + 1}, "inventory-input")
+    assert f"from {streams['minimum']} to {streams['maximum']}" in str(err.value)
+
+
+def test_defaults_are_the_schemas() -> None:
+    props = schema("inventory-input")["properties"]
+    filled = validate({"bucket": "ok-bucket"}, "inventory-input")
+    assert filled == {"bucket": "ok-bucket", **{k: p["default"] for k, p in props.items() if "default" in p}}
+    assert "shard_pages" not in filled  # no default: the budget is off unless asked for
