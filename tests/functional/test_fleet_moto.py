@@ -334,3 +334,12 @@ def test_injected_503_and_500_are_exact_and_counted(aws: tuple[Any, Any]) -> Non
     # every attempt, failed ones included, is in the run's request count
     assert summary["list_requests"] == calls["n"]
     assert summary["retries"] == calls["failed"]
+
+
+def test_a_directory_bucket_is_refused_with_the_cli_command_that_lists_it() -> None:
+    from hpcstage.errors import InputError
+
+    with pytest.raises(
+        InputError, match=r"directory bucket.*hpcstage inventory s3://scratch--usw2-az1--x-s3/"
+    ):
+        config(bucket="scratch--usw2-az1--x-s3")

@@ -144,3 +144,11 @@ def test_a_versioned_cross_account_fleet_input_is_valid_for_both() -> None:
     jsonschema.validate(event, FLEET_SCHEMA)
     cfg = fleet.validate_input(event, run_id="r", started="s", results_bucket="res", table="t")
     assert cfg.versions and cfg.access["role_arn"] == "arn:aws:iam::210987654321:role/read"
+
+
+def test_the_round_machine_refuses_a_directory_bucket() -> None:
+    from hpcstage.errors import InputError
+    from hpcstage.inventory.tasks import validate_input
+
+    with pytest.raises(InputError, match=r"directory bucket.*hpcstage inventory s3://a--use1-az4--x-s3/"):
+        validate_input({"bucket": "a--use1-az4--x-s3"}, run_id="r", results_bucket="b")

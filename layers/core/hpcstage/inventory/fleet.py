@@ -87,6 +87,7 @@ from typing import Any
 
 from ..errors import BucketError, IncompleteInventoryError, InputError
 from ..s3util import BUCKET_NAME, AccessOptions, RequestCounter, access_summary, as_page
+from .directory import DIRECTORY_SUFFIX
 from .lister import ListOptions, list_range
 from .model import KeyRange, PartFile, ShardResult
 from .output import S3Store, latest_key, latest_run, record_latest_run, run_root
@@ -211,6 +212,12 @@ def validate_input(
     bucket = event.get("bucket")
     if not isinstance(bucket, str) or not BUCKET_NAME.match(bucket) or ".." in bucket:
         raise InputError(f"'bucket' must be an S3 bucket name (e.g. \"my-data\"), got {bucket!r}")
+    if bucket.endswith(DIRECTORY_SUFFIX):
+        raise InputError(
+            f"{bucket} is an S3 Express One Zone directory bucket: its listings are unordered and take no "
+            f"StartAfter, so the fleet's key ranges cannot split it; inventory it with "
+            f"`hpcstage inventory s3://{bucket}/` (a parallel '/' walk)"
+        )
     prefix = event.get("prefix", "")
     if not isinstance(prefix, str) or len(prefix.encode()) > 1024:
         raise InputError("'prefix' must be a string of at most 1,024 bytes")

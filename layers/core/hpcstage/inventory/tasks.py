@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from ..errors import IncompleteInventoryError, InputError
 from ..inputs import validate
+from .directory import DIRECTORY_SUFFIX
 from .lister import ListOptions, part_writer
 from .model import KeyRange, ShardResult
 from .output import S3Store, hive_ddl, hive_root, latest_key, latest_run, record_latest_run, run_root
@@ -76,6 +77,12 @@ def validate_input(
         raise InputError("'prefix' must be at most 1,024 bytes of UTF-8 (S3's limit for a key)")
     if not _NAME.match(run_id):
         raise InputError(f"run id {run_id!r} is not a valid name")
+    if cfg["bucket"].endswith(DIRECTORY_SUFFIX):
+        raise InputError(
+            f"{cfg['bucket']} is an S3 Express One Zone directory bucket: its listings are unordered and take "
+            f"no StartAfter, so key ranges cannot split it; inventory it with "
+            f"`hpcstage inventory s3://{cfg['bucket']}/` (a parallel '/' walk)"
+        )
     return RunConfig(
         bucket=cfg["bucket"],
         prefix=cfg["prefix"],
