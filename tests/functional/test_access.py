@@ -159,7 +159,7 @@ def test_profile_is_honoured_and_an_unknown_one_is_a_one_line_error(
     )
     assert sent and all("Credential=AKIALABPROFILE000001/" in h["authorization"] for h in sent)
     capsys.readouterr()
-    assert cli.main(["inventory", f"s3://{BUCKET}", "--profile", "nope", "--no-progress"]) == 2
+    assert cli.main(["inventory", f"s3://{BUCKET}", "--profile", "nope", "--no-progress"]) == 253  # config error
     err = capsys.readouterr().err
     assert err == "hpcstage: error: no AWS profile named 'nope' (profiles in your AWS config: lab)\n"
 

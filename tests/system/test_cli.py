@@ -363,7 +363,8 @@ class FakeS3(ThreadingHTTPServer):
         (
             403,
             b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>",
-            "access denied listing bucket locked-bucket: the credentials in use need s3:ListBucket on it",
+            "access denied listing bucket locked-bucket (needs s3:ListBucket; a requester-pays bucket also needs "
+            "--request-payer)",
         ),
         (500, b"boom", "S3 answered 500 (HTTP 500) to ListObjectsV2"),
     ],

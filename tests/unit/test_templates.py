@@ -384,6 +384,7 @@ CHECKOV_SUPPRESSED = {
     "AWS::S3::Bucket": {"CKV_AWS_18", "CKV_AWS_21"},
     "AWS::SNS::Topic": {"CKV_AWS_26"},
     "AWS::DynamoDB::Table": {"CKV_AWS_28", "CKV_AWS_119"},
+    "AWS::Logs::LogGroup": {"CKV_AWS_158"},
 }
 
 
