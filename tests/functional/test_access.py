@@ -159,7 +159,9 @@ def test_profile_is_honoured_and_an_unknown_one_is_a_one_line_error(
     )
     assert sent and all("Credential=AKIALABPROFILE000001/" in h["authorization"] for h in sent)
     capsys.readouterr()
-    assert cli.main(["inventory", f"s3://{BUCKET}", "--profile", "nope", "--no-progress"]) == 253  # config error
+    assert (
+        cli.main(["inventory", f"s3://{BUCKET}", "--profile", "nope", "--no-progress"]) == 253
+    )  # config error
     err = capsys.readouterr().err
     assert err == "hpcstage: error: no AWS profile named 'nope' (profiles in your AWS config: lab)\n"
 
@@ -235,3 +237,13 @@ def test_fleet_input_takes_versions_and_access() -> None:
         with pytest.raises(InputError) as err:
             fleet.validate_input(event, run_id="r1", started="s", results_bucket="res", table="t")
         assert message in str(err.value)
+
+
+def test_previous_with_versions_is_a_usage_error_before_any_listing(tmp_path: Any) -> None:
+    prev = tmp_path / "summary.json"
+    prev.write_text("{}")
+    # refused before the summary file is even read, and before the bucket is touched
+    assert (
+        cli.main(["inventory", "s3://collab-data", "--versions", "--previous", str(prev), "--no-progress"])
+        == 252
+    )

@@ -268,6 +268,11 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     url = parse_s3_url(args.url)
     # every input is read and checked before anything is listed or written
     hints = read_hints(args.hints, args.workers) if args.hints else None
+    if args.previous and args.versions:
+        raise InputError(
+            "--previous compares the current objects of two runs; it cannot be combined with --versions "
+            "(run the comparison without --versions)"
+        )
     previous = read_previous(args.previous, url.bucket, url.prefix) if args.previous else None
     timeouts = Timeouts(connect=args.connect_timeout, read=args.read_timeout, attempts=args.max_attempts)
     access = AccessOptions(
