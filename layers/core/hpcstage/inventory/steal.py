@@ -303,12 +303,15 @@ class Cursor:
         return n
 
     def remaining_pages(self, page_keys: int = 1000) -> float | None:
-        """Estimated pages left in (pos, end]; None when unknown (an open range, or nothing read yet).
+        """Estimated pages left in (pos, end]; None when unknown (nothing read yet, or an open range whose
+        keys are not one code: see ``code_top``).
 
-        Density is what this cursor has listed so far (``objects`` keys from ``first`` to ``pos``), measured in
-        a mixed radix over the sampled keys where a position showing one value counts its whole character
-        class: a constant seen so far may still change further on, and an estimate that is too low would
-        refuse splits the run needs (an over-estimate costs at most one request per cut).
+        Density is what this cursor has listed so far (``objects`` keys from ``first`` to ``pos``), or the last
+        page's when the listed span crosses directories; it is measured in a mixed radix over the sampled keys
+        where a position showing one value counts its whole character class, and a position inside the code
+        the keys end in its whole alphabet (``keys.code_run``): a constant seen so far may still change further
+        on, and an estimate that is too low would refuse splits the run needs (an over-estimate costs at most
+        one request per cut).
         """
         if self.done:
             return 0.0
