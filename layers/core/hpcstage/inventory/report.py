@@ -187,8 +187,9 @@ def render_report(summary: dict[str, Any], top_prefixes: int = 15) -> str:
         f"hpcstage inventory of s3://{s['bucket']}/{s['prefix']}",
         f"  objects        {s['objects']:,}",
         f"  bytes          {s['bytes']:,} ({human_bytes(s['bytes'])})",
-        f"  LIST requests  {s['list_requests']:,} (${s['list_cost_usd']:.4f}; {s['probe_requests']} for planning)",
-        f"  ranges         {s['ranges_planned']} planned, {s['ranges_listed']} listed, "
+        f"  LIST requests  {s['list_requests']:,} (${s['list_cost_usd']:.4f}; {s['probe_requests']} outside the "
+        "listed ranges)",
+        f"  ranges         {s['ranges_planned']} to start from, {s['ranges_listed']} listed, "
         f"{s['continuations']} continued",
         f"  time           {s['seconds']:.1f} s ({s['objects_per_second']:,.0f} objects/s)",
         "",
