@@ -218,8 +218,10 @@ start_slurmrestd() {
     if runuser -u nobody -- slurmrestd -s list 2>&1 | grep -qw 'openapi/slurmctld'; then
         plugin=openapi/slurmctld
     fi
-    SLURM_JWT=daemon setsid slurmrestd -u nobody -g nogroup -s "$plugin" -a rest_auth/jwt \
-        "127.0.0.1:$REST_PORT" </dev/null >>"$STATE_DIR/slurmrestd.log" 2>&1 &
+    # From /: slurmrestd keeps the directory it was started in as its working directory and fails every
+    # job submission ("getcwd failed") once that directory is deleted (a removed checkout or worktree).
+    (cd / && SLURM_JWT=daemon exec setsid slurmrestd -u nobody -g nogroup -s "$plugin" -a rest_auth/jwt \
+        "127.0.0.1:$REST_PORT" </dev/null >>"$STATE_DIR/slurmrestd.log" 2>&1) &
     echo $! >"$RESTD_PID"
 }
 
