@@ -10,13 +10,8 @@ from typing import Any
 import jsonschema
 import pytest
 from hpcstage.errors import InputError
-from hpcstage.staging_tasks import (
-    MAX_TOTAL_POLLS,
-    StagingConfig,
-    StagingDefaults,
-    trigger_object,
-    validate_staging_input,
-)
+from hpcstage.staging.config import MAX_TOTAL_POLLS, StagingConfig, StagingDefaults, validate_staging_input
+from hpcstage.staging.trigger import trigger_object
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "layers/core/hpcstage/schemas/staging-input.schema.json").read_text())

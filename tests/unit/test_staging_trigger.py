@@ -18,7 +18,7 @@ from unittest import mock
 import boto3
 import pytest
 from hpcstage import clients
-from hpcstage.staging_tasks import TriggerObjectError
+from hpcstage.staging.errors import TriggerObjectError
 from moto import mock_aws
 
 ROOT = Path(__file__).resolve().parents[2]
