@@ -34,33 +34,24 @@ import pyarrow.compute as pc
 
 from ..s3util import RequestCounter, list_versions_page
 from .model import KeyRange, PartFile
-from .output import PartWriter
+from .output import FILE_SCHEMA, INVENTORY_SCHEMA, PartWriter
 from .page import TS, Page
 from .stats import InventoryStats
 from .steal import Cursor
 
-VERSIONS_SCHEMA = pa.schema(
-    [
-        pa.field("bucket", pa.string(), nullable=False),
-        pa.field("key", pa.string(), nullable=False),
-        pa.field("version_id", pa.string()),
-        pa.field("is_latest", pa.bool_()),
-        pa.field("is_delete_marker", pa.bool_()),
-        pa.field("size", pa.int64()),
-        pa.field("last_modified_date", pa.timestamp("ms", tz="UTC")),
-        pa.field("e_tag", pa.string()),
-        pa.field("storage_class", pa.string()),
-        pa.field("is_multipart_uploaded", pa.bool_()),
-        pa.field("checksum_algorithm", pa.string()),
-    ]
-)
+# S3 Inventory's schema with the three version columns after bucket and key, where S3 Inventory puts them
+_VERSION_FIELDS = [
+    pa.field("version_id", pa.string()),
+    pa.field("is_latest", pa.bool_()),
+    pa.field("is_delete_marker", pa.bool_()),
+]
+_BASE = list(INVENTORY_SCHEMA)
+VERSIONS_SCHEMA = pa.schema([*_BASE[:2], *_VERSION_FIELDS, *_BASE[2:]])
 
-VERSIONS_FILE_SCHEMA = (
-    "message s3.inventory { required binary bucket (UTF8); required binary key (UTF8); "
-    "optional binary version_id (UTF8); optional boolean is_latest; optional boolean is_delete_marker; "
-    "optional int64 size; optional int64 last_modified_date (TIMESTAMP_MILLIS); "
-    "optional binary e_tag (UTF8); optional binary storage_class (UTF8); "
-    "optional boolean is_multipart_uploaded; optional binary checksum_algorithm (UTF8);}"
+VERSIONS_FILE_SCHEMA = FILE_SCHEMA.replace(
+    "required binary key (UTF8); ",
+    "required binary key (UTF8); "
+    "optional binary version_id (UTF8); optional boolean is_latest; optional boolean is_delete_marker; ",
 )
 
 
