@@ -310,12 +310,16 @@ def test_injected_503_and_500_are_exact_and_counted(aws: tuple[Any, Any]) -> Non
         def stream(self, **_: Any) -> Iterator[bytes]:
             yield b""
 
+    last_failed = threading.local()  # a stream retries on its own thread: never fail its retry too
+
     def inject(request: Any, **_: Any) -> AWSResponse | None:
         with lock:
             calls["n"] += 1
             n = calls["n"]
-            if n % 4 != 2:
+            if n % 4 != 2 or getattr(last_failed, "yes", False):
+                last_failed.yes = False
                 return None
+            last_failed.yes = True
             calls["failed"] += 1
         code, status = ("SlowDown", 503) if n % 8 == 2 else ("InternalError", 500)
         resp = AWSResponse(request.url, status, {}, _Raw())
