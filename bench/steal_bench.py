@@ -93,6 +93,7 @@ def row(rs: list[Result], cfg: Config) -> dict[str, Any]:
         "eff": med(r.efficiency for r in rs),
         "overhead": med(r.overhead for r in rs),
         "empty": med(r.empty_pages for r in rs),
+        "dirs": med(r.dir_requests for r in rs),
         "splits": med(r.splits for r in rs),
         "attempts": med(r.split_attempts for r in rs),
         "published": med(r.published for r in rs),
@@ -107,7 +108,7 @@ def row(rs: list[Result], cfg: Config) -> dict[str, Any]:
 
 
 HEADER = (
-    "| shape | N | config | seeds | makespan s (max) | floor s | eff | LIST overhead | empty pages | splits "
+    "| shape | N | config | seeds | makespan s (max) | floor s | eff | LIST overhead | empty pages | dir requests | splits "
     "(attempts) | published | throttled | faults | killed/adopted | cost $ | exact |"
 )
 
@@ -115,7 +116,7 @@ HEADER = (
 def md(r: dict[str, Any]) -> str:
     return (
         f"| {r['shape']} | {r['n']} | {r['config']} | {r['seeds']} | {r['makespan']:.1f} ({r['makespan_max']:.1f}) "
-        f"| {r['floor']:.1f} | {r['eff']:.2f} | {100 * r['overhead']:.2f}% | {r['empty']:g} | {r['splits']:g} "
+        f"| {r['floor']:.1f} | {r['eff']:.2f} | {100 * r['overhead']:.2f}% | {r['empty']:g} | {r['dirs']:g} | {r['splits']:g} "
         f"({r['attempts']:g}) | {r['published']:g} | {r['throttled']:g} | {r['faults']:g} "
         f"| {r['killed']:g}/{r['adopted']:g} | {r['cost']:.2f} | {r['exact']} |"
     )

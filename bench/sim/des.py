@@ -39,7 +39,7 @@ from typing import Any, overload
 
 from hpcstage.inventory.keys import Interval
 from hpcstage.inventory.model import KeyRange
-from hpcstage.inventory.steal import Cursor, SplitPolicy
+from hpcstage.inventory.steal import MAX_EXPLORE, Cursor, SplitPolicy
 
 from bench.keyspace import Keyspace
 from bench.sim.params import DEFAULT, SimParams
@@ -194,6 +194,7 @@ class Stream:
         "synced",
         "nosplit",
         "epoch",
+        "hold",
     )
 
     def __init__(self, sid: int, node: Node) -> None:
@@ -210,6 +211,7 @@ class Stream:
         self.synced = True
         self.nosplit = False
         self.epoch = 0
+        self.hold = 0.0  # its next LIST waits for the directory requests of a split (Cursor.explore)
 
 
 class Node:
@@ -294,6 +296,7 @@ class Result:
     min_requests: int = 0
     overhead: float = 0.0
     empty_pages: int = 0
+    dir_requests: int = 0  # ListObjectsV2 with Delimiter sent to find directories (in list_requests)
     split_attempts: int = 0
     splits: int = 0  # successful engine splits (local and published)
     published: int = 0  # ranges published to the fleet
@@ -417,6 +420,7 @@ class Sim:
     # -- S3 pages ------------------------------------------------------------------------------
     def issue(self, st: Stream, t: float, attempt: int = 0) -> None:
         """Send the stream's next LIST at virtual time t (>= now)."""
+        t = max(t, st.hold)
         r0 = st.rank
         r1 = min(self.n, r0 + PAGE)
         sp = self.p.s3
@@ -531,18 +535,56 @@ class Sim:
             )
         st.synced = True
 
-    def engine_split(self, st: Stream, ways: int) -> list[KeyRange]:
+    def dir_listing(self, params: dict[str, Any]) -> tuple[list[str], bool]:
+        """S3's CommonPrefixes for a ListObjectsV2 with Delimiter="/" (one page of at most MaxKeys entries)."""
+        prefix = params.get("Prefix", "")
+        ks = self.ks
+        r = ks.count_le(params["StartAfter"])
+        if prefix:
+            r = max(r, ks.count_lt(prefix))
+        out: list[str] = []
+        entries = 0
+        while entries < params["MaxKeys"] and r < self.n:
+            k = self.key(r)
+            if not k.startswith(prefix):
+                break
+            entries += 1
+            j = k.find("/", len(prefix))
+            if j < 0:
+                r += 1
+                continue
+            cp = k[: j + 1]
+            out.append(cp)
+            r = ks.count_lt(cp[:-1] + "0")  # past every key under cp ("0" is the byte after "/")
+        return out, r < self.n and self.key(r).startswith(prefix)
+
+    def engine_split(self, st: Stream, ways: int) -> tuple[list[KeyRange], float]:
+        """The donor's split (as lister.list_range does it: directory requests first, when the remainder
+        crosses directories); returns the pieces and how long the directory requests took."""
         if st.cursor is None or st.last is None or (self.cfg.memo and st.nosplit):
-            return []
+            return [], 0.0
         self.sync(st)
         self.res.split_attempts += 1
         node = st.node
         if self.cfg.split_cpu_s:
             node.cpu_free = max(self.now, node.cpu_free) + self.cfg.split_cpu_s
+        delay = 0.0
+        sp = self.p.s3
+        for _ in range(MAX_EXPLORE):
+            query = st.cursor.explore(ways, self.policy)
+            if query is None:
+                break
+            st.cursor.take_dirs(query, *self.dir_listing(query))
+            self.res.list_requests += 1
+            self.res.list_attempts += 1
+            self.res.dir_requests += 1
+            delay += (sp.latency_fixed_s + sp.latency_per_key_s * PAGE) * self.lognorm(sp.latency_sigma)
+        if delay:
+            st.hold = max(st.hold, self.now + delay)
         pieces = st.cursor.split(ways, self.policy, self.new_id)
         if not pieces:
             st.nosplit = True
-            return []
+            return [], delay
         if st.cursor.done:
             raise AssertionError("a split left its donor done")
         end = st.cursor.range.end
@@ -550,7 +592,7 @@ class Sim:
         if st.end_rank < st.rank:
             raise AssertionError("a split cut below the donor's position")
         self.res.splits += 1
-        return pieces
+        return pieces, delay
 
     def maybe_split_local(self, st: Stream) -> None:
         node = st.node
@@ -559,12 +601,18 @@ class Sim:
         w = len(node.idle) - len(node.queue)
         if w <= 0:
             return
-        pieces = self.engine_split(st, w + 1)
+        pieces, delay = self.engine_split(st, w + 1)
         if not pieces:
             return
         lease = st.lease
         if lease is not None:
             lease.live += len(pieces)
+        if delay:
+            self.at(self.now + delay, self.queue_pieces, node, lease, pieces)
+        else:
+            self.queue_pieces(node, lease, pieces)
+
+    def queue_pieces(self, node: Node, lease: Lease | None, pieces: list[KeyRange]) -> None:
         node.queue.extend((p, lease) for p in pieces)
         self.dispatch(node, self.now)
 
@@ -961,7 +1009,7 @@ class Sim:
         for st in cands:
             if k <= 0:
                 return
-            pieces = self.engine_split(st, min(k, self.cfg.publish_ways) + 1)
+            pieces, delay = self.engine_split(st, min(k, self.cfg.publish_ways) + 1)
             if pieces:
                 k -= len(pieces)
                 lease = st.lease
@@ -971,7 +1019,7 @@ class Sim:
                 for p in pieces:
                     w = f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}"
                     writes[w] = writes.get(w, 0) + 2
-                t = self.ddb(self.now, "publish", writes=writes)
+                t = self.ddb(self.now + delay, "publish", writes=writes)
                 self.at(t, self.on_publish, node, lease, pieces)
 
     def on_publish(self, node: Node, lease: Lease, pieces: list[KeyRange]) -> None:

@@ -149,7 +149,8 @@ def test_streams_share_work() -> None:
     keys = [f"{i:05d}/{'abcdef'[i % 6]}" for i in range(2000)]
     listed, results, out = run_streams(SlowFakeS3(keys), "", 8, page=10)
     assert sorted(listed) == sorted(keys)
-    assert out.splits >= 7  # every one of the 7 idle streams was fed at least once
+    # every one of the 7 idle streams was fed at least once (a split may hand out several pieces)
+    assert sum(r.given for r in results) >= 7
     assert len({r.range.id for r in results}) == len(results) >= 8
 
 
@@ -331,3 +332,131 @@ def test_seeds_from_hints_keep_empty_ranges() -> None:
     ]
     with pytest.raises(InputError, match="tile"):
         seeds_from_hints([rows[0], rows[3], rows[4]], 2)
+    # uneven rows: a seed closes before a row that would overshoot its share by more
+    uneven = [
+        {"start_after": None, "end": "m", "objects": 1019},
+        {"start_after": "m", "end": None, "objects": 1981},
+    ]
+    assert [(s.start_after, s.end, s.estimate) for s in seeds_from_hints(uneven, 2)] == [
+        (None, "m", 1019),
+        ("m", None, 1981),
+    ]
+
+
+# -- directories: a remainder that crosses them is cut where S3 says they are ---------------------------
+
+
+def dated_keys(days_per_month: int = 28, per_day: int = 40) -> list[str]:
+    """events/year=Y/month=MM/day=DD/part-<hex>.gz: 3 years x 12 months x ``days_per_month`` days."""
+    rng = random.Random(7)
+    return sorted(
+        f"events/year={y}/month={m:02d}/day={d:02d}/part-{rng.getrandbits(32):08x}.gz"
+        for y in (2022, 2023, 2024)
+        for m in range(1, 13)
+        for d in range(1, days_per_month + 1)
+        for _ in range(per_day)
+    )
+
+
+def answer_explores(cur: Cursor, s3: FakeS3, ways: int, policy: SplitPolicy) -> list[dict[str, Any]]:
+    """Send the cursor's directory requests as lister.list_range does; returns them."""
+    sent = []
+    for _ in range(5):
+        q = cur.explore(ways, policy)
+        if q is None:
+            break
+        sent.append(q)
+        resp = s3.list_objects_v2(Bucket="bkt", **q)
+        cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
+    return sent
+
+
+def test_a_remainder_across_directories_is_asked_about_level_by_level() -> None:
+    keys = dated_keys()
+    s3 = FakeS3(keys)
+    cur = Cursor(KeyRange(id="r"))
+    cur.take(keys[:100], True, "t")  # 2022/01/01 .. 2022/01/03
+    policy = SplitPolicy(min_split_pages=2, page_keys=100)
+    sent = answer_explores(cur, s3, 8, policy)
+    pos = keys[99]
+    assert pos.startswith("events/year=2022/month=01/day=03/")
+    # the shallowest level from pos (its directories after pos are the cut points), then each level
+    # holding pos from its start (their fan-out sizes the directories above)
+    assert sent == [
+        {"Delimiter": "/", "MaxKeys": 1000, "StartAfter": pos},
+        {"Delimiter": "/", "MaxKeys": 1000, "StartAfter": "events/", "Prefix": "events/"},
+        {"Delimiter": "/", "MaxKeys": 1000, "StartAfter": "events/year=2022/", "Prefix": "events/year=2022/"},
+        {
+            "Delimiter": "/",
+            "MaxKeys": 1000,
+            "StartAfter": "events/year=2022/month=01/",
+            "Prefix": "events/year=2022/month=01/",
+        },
+    ]
+    assert cur.fanout == {"events/": 3, "events/year=2022/": 12, "events/year=2022/month=01/": 28}
+    assert cur.explore(8, policy) is None  # each level is asked once
+    # keys left: 25 days of this month, 11 months, 2 years, each sized from the day being listed
+    est = cur.remaining_pages(100)
+    true = (len(keys) - 100) / 100
+    assert est is not None and 0.5 * true < est < 2 * true
+    given_ = cur.split(8, policy, iter(f"p{i}" for i in range(8)).__next__)
+    # cut at real directories into pieces of about an eighth, as far as the known directories allow (a
+    # year is cut later, by whoever lists it)
+    assert [g.start_after for g in given_] == [
+        "events/year=2022/month=06/",
+        "events/year=2022/month=10/",
+        "events/year=2023/",
+        "events/year=2024/",
+    ]
+    assert cur.range.end == given_[0].start_after
+    bounds = [pos, *[g.start_after for g in given_], None]
+    sizes = [
+        sum(1 for k in keys if k > a and (b is None or k <= b))
+        for a, b in zip(bounds, bounds[1:], strict=False)
+    ]
+    assert sizes == [5500, 4480, 3360, 13440, 13440]
+    for size, rng in zip(sizes, [cur.range, *given_], strict=True):  # each piece carries its estimate
+        assert size / 1.5 < rng.estimate < size * 1.5
+
+
+def test_no_directory_request_inside_one_directory_or_for_a_small_remainder() -> None:
+    keys = dated_keys()
+    policy = SplitPolicy(min_split_pages=2, page_keys=100)
+    # the remainder ends inside the directory being listed: nothing to ask
+    cur = Cursor(KeyRange(id="r", start_after=None, end="events/year=2022/month=01/day=01/part-f"))
+    cur.take(keys[:20], True, "t")
+    assert cur.explore(8, policy) is None
+    # a remainder its donor's estimate says is too small to split
+    cur = Cursor(KeyRange(id="r", start_after=None, end="events/year=2022/month=01/day=05/", estimate=150))
+    cur.take(keys[:100], True, "t")
+    assert cur.inherited_pages(100) == 0.5
+    assert cur.explore(8, policy) is None
+    # keys without directories
+    flat = [f"{i:08x}" for i in range(0, 2**20, 997)]
+    cur = Cursor(KeyRange(id="r"))
+    cur.take(flat[:100], True, "t")
+    assert cur.explore(8, policy) is None
+
+
+def test_a_truncated_directory_answer_still_covers_the_rest() -> None:
+    """5,000 top-level directories: S3 names the first 1,000; the cuts still spread over all of them."""
+    tenants = sorted(f"{random.Random(i).getrandbits(32):08x}/" for i in range(5000))
+    keys = [f"{t}f{j}" for t in tenants for j in range(3)]
+    s3 = FakeS3(keys)
+    cur = Cursor(KeyRange(id="r"))
+    cur.take(keys[:100], True, "t")
+    policy = SplitPolicy(min_split_pages=1, page_keys=100)
+    assert len(answer_explores(cur, s3, 16, policy)) == 1
+    assert cur.dirs_known_upto == tenants[1032]  # 100 keys = 34 tenants listed, then 1,000 named
+    given_ = cur.split(16, policy, iter(f"p{i}" for i in range(16)).__next__)
+    assert len(given_) >= 8
+    assert given_[-1].start_after > tenants[2500]  # pieces reach past what S3 named
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(keys=st.lists(st.one_of(shaped, any_key), min_size=1, max_size=400), workers=st.integers(2, 12))
+def test_streams_with_directory_requests_list_every_key_once(keys: list[str], workers: int) -> None:
+    s3 = FakeS3(keys)
+    listed, results, _ = run_streams(s3, "", workers, page=4)
+    assert sorted(listed) == expected(keys, "")
+    check_tiling(results)

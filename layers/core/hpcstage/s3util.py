@@ -507,6 +507,35 @@ def list_page(
     return resp
 
 
+def list_dirs(
+    s3: Any, bucket: str, params: dict[str, Any], *, counter: RequestCounter | None = None
+) -> tuple[list[str], bool]:
+    """(CommonPrefixes, IsTruncated) of one ListObjectsV2 call with a Delimiter (``Cursor.explore``), counted
+    like ``list_page``. botocore's own parser reads the answer and decodes the URL-encoded prefixes."""
+    hooked = getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False)
+    _SENT.n = 0
+    attempts: int | None = None
+    try:
+        resp: dict[str, Any] = s3.list_objects_v2(Bucket=bucket, **params)
+        attempts = _SENT.n if hooked else 1 + int(resp.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+    except ClientError as err:
+        meta = err.response.get("ResponseMetadata", {})
+        attempts = _SENT.n if hooked else 1 + int(meta.get("RetryAttempts", 0))
+        raise translate_client_error(err, bucket) from err
+    except BotoCoreError as err:
+        attempts = _SENT.n if hooked else 1
+        raise translate_botocore_error(err) from err
+    except BaseException:
+        attempts = _SENT.n if hooked else 1
+        raise
+    finally:
+        _SENT.n = None
+        if counter is not None and attempts:
+            counter.add(attempts, attempts - 1)
+    prefixes = [p["Prefix"] for p in resp.get("CommonPrefixes") or () if p.get("Prefix")]
+    return prefixes, bool(resp.get("IsTruncated"))
+
+
 def list_versions_page(
     s3: Any,
     bucket: str,

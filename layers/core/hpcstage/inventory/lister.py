@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..errors import AccessDeniedError
-from ..s3util import LIST_MAX_KEYS, RequestCounter, head, list_page, page_objects
+from ..s3util import LIST_MAX_KEYS, RequestCounter, head, list_dirs, list_page, page_objects
 from .model import KeyRange, PartFile, ShardResult
 from .output import OutputStore, PartWriter
-from .steal import Cursor, SplitPolicy
+from .steal import MAX_EXPLORE, Cursor, SplitPolicy
 
 
 class Writer(Protocol):
@@ -129,6 +129,13 @@ def list_range(
                 break
             if give is not None and new_id is not None:
                 w = wanted()
+                if w > 0 and source is None:
+                    # a remainder that crosses directories is cut at the directories S3 names
+                    for _ in range(MAX_EXPLORE):
+                        query = cursor.explore(w + 1, policy)
+                        if query is None:
+                            break
+                        cursor.take_dirs(query, *list_dirs(s3, bucket, query, counter=counter))
                 if w > 0:
                     pieces = cursor.split(w + 1, policy, new_id)
                     if pieces:

@@ -93,14 +93,19 @@ def seeds_from_hints(hints: Sequence[dict[str, Any]], pieces: int) -> list[KeyRa
     target = max(1, total // max(1, pieces))
     seeds: list[KeyRange] = []
     start: str | None = None  # where the seed being built begins (None: the first key)
+    building = False
     acc = 0
     for a, b, n in rows:
-        if acc == 0 and (not seeds or seeds[-1].end == a):
-            start = a
+        # close the seed before this row when that leaves it nearer its share than taking the row would
+        if acc and len(seeds) < pieces - 1 and abs(acc - target) <= abs(acc + n - target):
+            seeds.append(KeyRange(id=f"h{len(seeds)}", start_after=start, end=a, estimate=acc))
+            acc, building = 0, False
+        if not building:
+            start, building = a, True
         acc += n
         if acc >= target or b is None:
             seeds.append(KeyRange(id=f"h{len(seeds)}", start_after=start, end=b, estimate=acc))
-            acc = 0
+            acc, building = 0, False
     return seeds
 
 

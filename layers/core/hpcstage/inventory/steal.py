@@ -65,6 +65,14 @@ _CLASSES: tuple[tuple[int, int], ...] = (
     (0xC2, 0xF4),  # UTF-8 lead bytes: every non-ASCII character starts with one
     (0x80, 0xBF),  # UTF-8 continuation bytes (a position inside a multi-byte character)
 )
+# Directory discovery: when a stream is asked to split a remainder that crosses directories, it first asks S3
+# for the directories themselves (ListObjectsV2 with Delimiter="/" at the shallowest level the remainder
+# spans) and cuts at them: a common prefix holds at least one key, so no such piece is empty, and the
+# cuts follow the real tree instead of guessed siblings ("month=13"). At most this many such requests per
+# split (each goes one level deeper, when the shallower level had no directory inside the remainder).
+MAX_EXPLORE = 3
+DIR_DELIMITER = "/"
+
 # Cuts placed at the prefix's own level when nothing there was sampled: the space above is unknown, and
 # every cut that lands in empty space costs a request, so only a few.
 UNKNOWN_LEVEL_CUTS = 4
@@ -255,6 +263,15 @@ class Cursor:
     sample: list[str] = field(default_factory=list)
     first: str | None = None  # the first key this cursor took: with pos and objects, the listed span
     page_n: int = 0  # keys taken from the last page (its first key is sample[0])
+    # Directories found by ``explore`` requests (each a real common prefix: a non-empty directory), sorted;
+    # the levels already asked (a level is asked once: its answer stays true above pos), and how many
+    # directories each level asked from its start holds (its fan-out, for the estimate of a remainder).
+    dir_cuts: list[str] = field(default_factory=list)
+    explored: set[str] = field(default_factory=set)
+    fanout: dict[str, int] = field(default_factory=dict)
+    # The last directory of an answer S3 truncated: above it, directories are not known.
+    dirs_known_upto: str | None = None
+    est_from: int = 0  # ``objects`` when range.estimate was set (the estimate is of what lay ahead then)
 
     def __post_init__(self) -> None:
         if self.pos is None:
@@ -317,7 +334,15 @@ class Cursor:
             return 0.0
         if self.first is None or self.pos is None:
             return None
-        end = self.range.end
+        if self._leaf_crossed() is not None:
+            tree = self._tree_estimate()
+            if tree is not None:
+                return tree[0] / page_keys
+        return self._flat_pages(self.range.end, page_keys)
+
+    def _flat_pages(self, end: str | None, page_keys: int) -> float | None:
+        """The estimate of (pos, end] by interpolation over the keys listed (see ``remaining_pages``)."""
+        assert self.first is not None and self.pos is not None
         if end is None:
             # an open range of keys ending in a code ends (for the estimate) where the code's alphabet does
             seen = sorted({encode(self.first), *map(encode, self.sample)})
@@ -350,6 +375,187 @@ class Cursor:
             return None
         return objects * (frame.hi_c - at) / read / page_keys
 
+    def _crossing_pages(self, page_keys: int) -> float | None:
+        """Pages left in a remainder that crosses directories: the estimate from the explored tree, else
+        the donor's (never less than what is left in the directory being listed), else None."""
+        est = self.remaining_pages(page_keys)
+        levels = self._leaf_crossed()
+        if est is not None or levels is None:
+            return est
+        inherited = self.inherited_pages(page_keys)
+        if inherited is None:
+            return None
+        leaf = self._leaf_size(levels[-1])
+        return max(inherited, leaf[0] / page_keys) if leaf is not None else inherited
+
+    def inherited_pages(self, page_keys: int = 1000) -> float | None:
+        """Pages left by the estimate the range came with (its donor's), while the listing has not passed
+        it (an estimate found short says nothing more)."""
+        if self.range.estimate <= 0:
+            return None
+        left = self.range.estimate - (self.objects - self.est_from)
+        return left / page_keys if left > 0 else None
+
+    def _levels(self) -> list[str]:
+        """The directories holding ``pos`` from the run's prefix down: [prefix, prefix + "a/", ...]."""
+        assert self.pos is not None
+        out = [self.prefix]
+        i = len(self.prefix)
+        while (j := self.pos.find(DIR_DELIMITER, i)) >= 0:
+            out.append(self.pos[: j + 1])
+            i = j + 1
+        return out
+
+    def _leaf_crossed(self) -> list[str] | None:
+        """``_levels()`` when the remainder reaches past the directory ``pos`` is in (its keys are then in
+        other directories too), else None."""
+        if self.pos is None:
+            return None
+        levels = self._levels()
+        end = self.range.end
+        if len(levels) < 2 or (end is not None and end.startswith(levels[-1])):
+            return None
+        return levels
+
+    def _needed_levels(self, levels: list[str]) -> list[str]:
+        """The levels whose directories the remainder spans: from the shallowest one whose child on the
+        path of ``pos`` the remainder reaches past, down to the parent of ``pos``'s directory."""
+        end = self.range.end
+        out: list[str] = []
+        for level, child in itertools.pairwise(levels):
+            if out or end is None or not end.startswith(child):
+                out.append(level)
+        return out
+
+    def _known_dirs(self) -> list[str]:
+        """Discovered directories strictly inside the remainder (pos, end)."""
+        pos, end = self.pos, self.range.end
+        if pos is None:
+            return []
+        i = bisect.bisect_right(self.dir_cuts, pos)
+        j = len(self.dir_cuts) if end is None else bisect.bisect_left(self.dir_cuts, end)
+        return self.dir_cuts[i:j]
+
+    def explore(self, ways: int, policy: SplitPolicy | None = None) -> dict[str, Any] | None:
+        """The Delimiter request worth sending before a ``ways``-way split, or None.
+
+        Only a remainder that reaches past the directory ``pos`` is in, and is not known to be too small to
+        split, is asked about: each level it spans once, shallowest first. The shallowest is asked from
+        ``pos`` on (its directories after ``pos`` are the cut points); the deeper ones, which hold ``pos``,
+        from their start (their fan-out sizes the directories above them). The caller sends the request
+        (adding Bucket) and hands the CommonPrefixes to ``take_dirs``.
+        """
+        if self.done or ways < 2 or not self.pages or self.pos is None:
+            return None
+        levels = self._leaf_crossed()
+        if levels is None:
+            return None
+        if policy is not None:
+            est = self._crossing_pages(policy.page_keys)
+            if est is not None and est < 2 * policy.min_split_pages:
+                return None  # split would refuse it anyway
+        needed = self._needed_levels(levels)
+        for i, level in enumerate(needed):
+            if level in self.explored:
+                continue
+            params: dict[str, Any] = {"Delimiter": DIR_DELIMITER, "MaxKeys": 1000}
+            params["StartAfter"] = self.pos if i == 0 else level
+            if level:
+                params["Prefix"] = level
+            return params
+        return None
+
+    def take_dirs(
+        self, request: dict[str, Any], common_prefixes: Sequence[str], truncated: bool = False
+    ) -> None:
+        """Learn the answer to an ``explore`` request: its common prefixes are directories with keys
+        (``truncated``: S3 had more to say, so nothing above the last one is known)."""
+        level = request.get("Prefix", "")
+        self.explored.add(level)
+        if request.get("StartAfter") == level and not truncated:
+            self.fanout[level] = len(common_prefixes)
+        found = [p for p in common_prefixes if p.startswith(self.prefix) and p > (self.pos or "")]
+        if found:
+            self.dir_cuts = sorted({*self.dir_cuts, *found})
+            if truncated and (self.dirs_known_upto is None or found[-1] > self.dirs_known_upto):
+                self.dirs_known_upto = found[-1]
+
+    def _leaf_size(self, leaf: str) -> tuple[float, float] | None:
+        """(keys left in ``pos``'s directory ``leaf`` after pos, keys it holds), from the keys listed there."""
+        assert self.first is not None and self.pos is not None
+        in_leaf = [k for k in self.sample if k.startswith(leaf)]
+        if self.first.startswith(leaf):
+            first, objects = self.first, self.objects
+        elif in_leaf:
+            first, objects = in_leaf[0], max(1, round(self.page_n * len(in_leaf) / max(1, len(self.sample))))
+        else:
+            return None
+        leaves = {k[: k.rfind(DIR_DELIMITER) + 1] for k in self.sample}
+        if len(leaves) >= 3:
+            # the last page spans several directories: about page_n / (spanned - 1) keys each
+            size = self.page_n / (len(leaves) - 1)
+            return size / 2, size
+        pos_b, first_b = encode(self.pos), encode(first)
+        sample_b = sorted({first_b, *(encode(k) for k in in_leaf), pos_b})
+        # the directory's names must be a code (see keys.code_run): its alphabet bounds the space ahead;
+        # names of no known alphabet say nothing of how many lie ahead
+        code = code_run(sample_b, len(encode(leaf)))
+        top = code.top(sample_b[0]) if code is not None else None
+        if code is None or top is None:
+            return None
+        lo_b, hi_b = sample_b[0][: code.start], top
+        alphabet = Alphabet(code=code)
+        for k in (*sample_b, lo_b, hi_b):
+            alphabet.add(k)
+        try:
+            frame = Interval(lo_b, hi_b, alphabet)
+        except ValueError:
+            return None
+        c_first, c_pos = frame.coord(first_b), frame.coord(pos_b)
+        if c_pos <= c_first:
+            return None
+        density = objects / (c_pos - c_first)
+        total = max(float(objects), density * frame.width)
+        return max(0.0, total - density * (c_pos - frame.lo_c)), total
+
+    def _tree_estimate(self) -> tuple[float, float, list[tuple[str, float]]] | None:
+        """(keys left, of them in pos's directory, [(directory, its keys)]) for a remainder that crosses
+        directories, or None until every level it spans has been explored.
+
+        Directories are sized from the one being listed: a sibling of pos's directory holds as many keys;
+        one level up, a directory holds (fan-out of the level below) times that; and so on.
+        """
+        levels = self._leaf_crossed()
+        if levels is None:
+            return None
+        needed = self._needed_levels(levels)
+        if any(level not in self.explored for level in needed):
+            return None
+        end = self.range.end
+        if self.dirs_known_upto is not None and (end is None or self.dirs_known_upto < end):
+            return None  # S3 named only the first directories of the remainder
+        leaf = self._leaf_size(levels[-1])
+        if leaf is None:
+            return None
+        rest, size = leaf
+        # keys in a directory whose parent is levels[i], from the deepest level up
+        unit: dict[str, float] = {}
+        w = size
+        for i in range(len(levels) - 2, -1, -1):
+            unit[levels[i]] = w
+            fan = self.fanout.get(levels[i])
+            w *= max(1, fan) if fan is not None else 1
+        dirs = []
+        total = rest
+        for d in self._known_dirs():
+            parent = d[: d.rstrip(DIR_DELIMITER).rfind(DIR_DELIMITER) + 1] if DIR_DELIMITER in d[:-1] else ""
+            if not parent.startswith(self.prefix):
+                parent = self.prefix
+            keys = unit.get(parent, size)
+            dirs.append((d, keys))
+            total += keys
+        return total, rest, dirs
+
     def split(self, ways: int, policy: SplitPolicy, new_id: Any) -> list[KeyRange]:
         """Give away the upper part of the remainder in up to ``ways - 1`` ranges; this cursor keeps the first.
 
@@ -358,28 +564,92 @@ class Cursor:
         """
         if self.done or ways < 2 or not self.pages:
             return []  # nothing read yet: no keys to learn cut points from
-        est = self.remaining_pages(policy.page_keys)
+        est = self._crossing_pages(policy.page_keys)
         if est is not None:
             ways = min(ways, int(est // policy.min_split_pages))
             if ways < 2:
                 return []
         ways = min(ways, policy.max_ways)
-        cuts = cut_points(self.pos, self.range.end, self.prefix, self.sample, ways)
+        known = self._known_dirs()
+        tree = self._tree_estimate() if known else None
+        if tree is not None:
+            cuts, sizes = _weighted_cuts(tree[1], tree[2], ways)
+            return self._give(cuts, sizes, new_id)
+        if (
+            known
+            and self.dirs_known_upto is not None
+            and (self.end is None or self.dirs_known_upto < self.end)
+        ):
+            # S3 named only the first directories of the remainder: cut it all by interpolation, learning
+            # the alphabet of the directory names from those it named
+            step = max(1, len(known) // SAMPLE_KEYS)
+            sample = sorted({*self.sample, *known[::step], known[-1]})
+            cuts = cut_points(self.pos, self.range.end, self.prefix, sample, ways)
+        elif known:
+            # cut at real directories (a directory's keys all sort after its name, so each piece starts
+            # with whole directories), evenly over those known; the donor keeps the rest of its own
+            k = min(ways - 1, len(known))
+            cuts = sorted({known[(i * len(known)) // k] for i in range(k)})
+        elif (levels := self._leaf_crossed()) is not None and all(
+            level in self.explored for level in self._needed_levels(levels)
+        ):
+            # S3 named no directory between pos and the end: what lies past pos's own directory holds no
+            # directory at any level, so cut that directory and leave the space past it as one piece
+            leaf_end = levels[-1][:-1] + "0"  # past every key under it ("0" is the byte after "/")
+            if self.end is None or encode(leaf_end) < encode(self.end):
+                cuts = [*cut_points(self.pos, leaf_end, self.prefix, self.sample, ways - 1), leaf_end]
+            else:
+                cuts = cut_points(self.pos, self.end, self.prefix, self.sample, ways)
+        else:
+            cuts = cut_points(self.pos, self.range.end, self.prefix, self.sample, ways)
+        each = int((est or 0) * policy.page_keys / (len(cuts) + 1))
+        return self._give(cuts, [each] * (len(cuts) + 1), new_id)
+
+    def _give(self, cuts: list[str], sizes: Sequence[float], new_id: Any) -> list[KeyRange]:
+        """Keep (pos, cuts[0]]; hand out the pieces between the cuts and the end, sized ``sizes[1:]``."""
         if not cuts:
             return []
         bounds = [*cuts, self.range.end]
-        each = int((est or 0) * policy.page_keys / len(bounds))
         given = [
-            KeyRange(id=str(new_id()), start_after=a, end=b, estimate=each)
-            for a, b in itertools.pairwise(bounds)
+            KeyRange(id=str(new_id()), start_after=a, end=b, estimate=int(n))
+            for (a, b), n in zip(itertools.pairwise(bounds), sizes[1:], strict=True)
         ]
         self.range = KeyRange(
-            id=self.range.id, start_after=self.range.start_after, end=cuts[0], estimate=each
+            id=self.range.id, start_after=self.range.start_after, end=cuts[0], estimate=int(sizes[0])
         )
+        self.est_from = self.objects
         # The donor may already hold a continuation token past the new end: its next page is cut there.
         if self.pos is not None and encode(self.pos) >= encode(cuts[0]):
             self.done = True
         return given
+
+
+def _weighted_cuts(
+    rest: float, dirs: Sequence[tuple[str, float]], ways: int
+) -> tuple[list[str], list[float]]:
+    """Cut points among ``dirs`` (directory, keys) that share ``rest + sum(keys)`` out in about ``ways``
+    pieces of equal keys (the first piece begins with the donor's ``rest``); and each piece's keys."""
+    total = rest + sum(k for _, k in dirs)
+    cuts: list[str] = []
+    sizes: list[float] = []
+    acc = rest  # keys before the directory at hand
+    start = 0.0
+    target = total / ways
+    for d, k in dirs:
+        # cut before d when that brings the piece closer to its share than taking d would
+        if (
+            len(cuts) < ways - 1
+            and acc - start > 0
+            and abs(acc - start - target) <= abs(acc + k - start - target)
+        ):
+            cuts.append(d)
+            sizes.append(acc - start)
+            start = acc
+            left = ways - len(cuts)
+            target = (total - start) / left if left else total
+        acc += k
+    sizes.append(acc - start)
+    return cuts, sizes
 
 
 class LocalPool:
