@@ -277,7 +277,11 @@ def test_archived_objects_are_restored_then_staged(
 def test_a_malformed_request_fails_first_with_nothing_to_clean(local_stack: Any, run_name: str) -> None:
     res = run(local_stack, {"inventory": "s3://x/y", "selection": {}}, run_name)
     assert (res.status, res.error) == ("FAILED", "InputError")
-    assert "missing input field(s): target, job, output" in json.loads(res.cause)["errorMessage"]
+    assert json.loads(res.cause)["errorMessage"] == (
+        "'target' must be a JSON object; it is missing; 'job' must be a JSON object; it is missing; "
+        "'output' must be an s3:// URL of a key prefix (not a whole bucket) "
+        '(e.g. "s3://my-results/outputs/{run_id}/"); it is missing'
+    )
     assert entered(res) == [
         "ValidateInput",
         "NothingToClean",
