@@ -30,6 +30,7 @@ def test_there_is_an_example_for_each_use() -> None:
     assert sorted(p.name for p in (ROOT / "events").glob("staging-*.json")) == [
         "staging-filecache.json",
         "staging-fsx.json",
+        "staging-latest-inventory.json",
         "staging-local.json",
         "staging-mountpoint.json",
         "staging-trigger-object-created.json",
@@ -112,12 +113,20 @@ LOCAL_TARGET_FIELDS = "max_objects_per_call, max_workers, root, type"
 ONE_OF = "'job' needs exactly one of 'command' (shell text) or 'script' (s3:// URL of a script)"
 COMMAND = 'non-empty shell text without NUL bytes (e.g. "python analyse.py \\"$HPCSTAGE_FILE_LIST\\"")'
 INVENTORY = (
-    'the s3:// URL of an inventory run (e.g. "s3://hpcstage-results/inventory/my-research-data/run-1")'
+    'the s3:// URL of an inventory run, or {"latest": "s3://bucket/prefix"} '
+    '(e.g. "s3://hpcstage-results/inventory/my-research-data/run-1")'
 )
 # (where, what, the exact message): the schema's checks first, then those it cannot state.
 MALFORMED = [
     ("inventory", "/local/path", f"'inventory' must be {INVENTORY}, got \"/local/path\""),
     ("inventory", 3, f"'inventory' must be {INVENTORY}, got 3"),
+    (
+        "inventory",
+        {"latest": "my-data"},
+        "'inventory.latest' must be the s3:// URL of an inventoried bucket or prefix, as the inventory input "
+        'named it (e.g. "s3://my-research-data/genomics/"), got "my-data"',
+    ),
+    ("inventory", {"newest": "s3://my-data/"}, "unknown 'inventory' field(s): newest; allowed: latest"),
     (
         "selection",
         {},
@@ -301,6 +310,30 @@ def test_a_target_without_a_type_is_of_the_stacks_target_type() -> None:
     )
 
 
+def test_the_latest_inventory_of_a_bucket_is_looked_up_later() -> None:
+    event = json.loads((ROOT / "events/staging-latest-inventory.json").read_text())
+    cfg = validate(event)
+    assert (cfg.inventory, cfg.latest_inventory_of) == ("", "s3://research-data/genomics/")
+    explicit = validate(local_event())
+    assert explicit.latest_inventory_of is None
+    assert (
+        explicit.inventory == "s3://hpcstage-local-resultsbucket/inventory/demo-research-data/demo-inventory"
+    )
+
+
+def test_remote_output_must_be_below_the_data_repository() -> None:
+    event = json.loads((ROOT / "events/staging-fsx.json").read_text())
+    event["output"] = "s3://elsewhere/results/"
+    with pytest.raises(InputError, match="must be below s3://research-data/"):
+        validate(event)
+
+
+def test_a_rest_job_needs_the_jwt_secret() -> None:
+    event = json.loads((ROOT / "events/staging-filecache.json").read_text())
+    with pytest.raises(InputError, match="SlurmJwtSecretArn"):
+        validate(event, StagingDefaults())
+
+
 def _resolve(node: dict[str, Any]) -> dict[str, Any]:
     while "$ref" in node:
         target: Any = SCHEMA
@@ -324,7 +357,9 @@ def schema_fields() -> list[tuple[str, str, str, str]]:
     for name, given in SCHEMA["properties"].items():
         prop = _resolve(given)
         add(name, anything, name in SCHEMA["required"], prop, anything)
-        if name in ("selection", "waits"):
+        if name == "inventory":
+            add("inventory.latest", anything, True, prop["oneOf"][1]["properties"]["latest"], anything)
+        elif name in ("selection", "waits"):
             for sub, sp in prop["properties"].items():
                 add(f"{name}.{sub}", anything, sub in prop.get("required", []), sp, anything)
         elif name in ("target", "job"):
@@ -356,6 +391,6 @@ def test_the_docs_field_table_is_the_schemas() -> None:
         if line.startswith("| `")
     ]
     assert [row[:4] for row in table] == schema_fields()
-    assert len(table) == 63 and all(len(row) == 5 and row[4] for row in table)
+    assert len(table) == 64 and all(len(row) == 5 and row[4] for row in table)
     described = {row[0].strip("`"): row[4] for row in table}
     assert described["job.cpus"] == _resolve(SCHEMA["$defs"]["jobFields"]["cpus"])["description"]

@@ -84,6 +84,7 @@ class StagingConfig:
 
     run_id: str
     work_url: str
+    # An inventory run's s3:// URL; empty until validate_task looks up ``latest_inventory_of``.
     inventory: str
     selection: dict[str, Any]
     target: dict[str, Any]
@@ -95,6 +96,8 @@ class StagingConfig:
     restore_tier: str = "Bulk"
     capacity_headroom: float = 0.1
     waits: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WAITS))
+    # {"latest": "s3://bucket/prefix"} in the input: the bucket and prefix whose newest inventory is used.
+    latest_inventory_of: str | None = None
 
     @property
     def work(self) -> S3Url:
@@ -156,7 +159,11 @@ def validate_staging_input(
         raise InputError(f"run id {run_id!r} is not a valid name (letters, digits, . _ -; at most 80)")
     doc = validate(_with_target_type(event, defaults), "staging-input")
 
-    inventory = str(parse_s3_url(doc["inventory"])).rstrip("/")
+    given = doc["inventory"]
+    latest_of = given["latest"] if isinstance(given, dict) else None
+    inventory = "" if latest_of is not None else str(parse_s3_url(given)).rstrip("/")
+    if latest_of is not None:
+        parse_s3_url(latest_of)  # the bucket's name rules beyond the schema's pattern (no "..")
     Selection.from_dict(doc["selection"])  # SelectionError (an InputError) names the problem
 
     target = _target_config(doc["target"], run_id, defaults)
@@ -184,6 +191,7 @@ def validate_staging_input(
         restore_tier=doc["restore_tier"],
         capacity_headroom=float(doc["capacity_headroom"]),
         waits=waits,
+        latest_inventory_of=latest_of,
     )
 
 
