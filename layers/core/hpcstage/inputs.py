@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from importlib import resources
 from typing import Any
 
@@ -27,12 +28,43 @@ def schema(name: str) -> dict[str, Any]:
 
 
 @functools.cache
+def _ecma_pattern(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled with ``$`` read as ECMA-262 reads it (JSON Schema's dialect): the end of the
+    string, Python's ``\\Z``. Python's ``$`` also matches before a final newline, so ``^[a-z]+$``
+    would let ``"bucket\\n"`` through (python-jsonschema searches with ``re`` as it is)."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "$":
+            ch = r"\Z"
+        out.append(ch)
+        i += 1
+    return re.compile("".join(out))
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Any:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not _ecma_pattern(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@functools.cache
 def _validator(name: str) -> Any:
     from jsonschema import Draft202012Validator
+    from jsonschema.validators import extend
 
     doc = schema(name)
     Draft202012Validator.check_schema(doc)
-    return Draft202012Validator(doc)
+    return extend(Draft202012Validator, {"pattern": _pattern})(doc)
 
 
 def _what(prop: dict[str, Any]) -> str:
