@@ -24,6 +24,16 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         work_prefix=os.environ.get("STAGING_WORK_PREFIX", "staging"),
         defaults=StagingDefaults.from_env(os.environ),
     )
-    logger.info("staging requested", extra={"inventory": cfg.inventory, "target": cfg.target["type"]})
-    # EC2 only when a head node is to be found by its ParallelCluster tags (cluster_name).
-    return steps.validate_task(clients.s3(), cfg, steps.LazyClients(clients.client))
+    logger.info(
+        "staging requested",
+        extra={"inventory": cfg.inventory or cfg.latest_inventory_of, "target": cfg.target["type"]},
+    )
+    # EC2 only when a head node is to be found by its ParallelCluster tags (cluster_name); the
+    # results bucket only when the input names the latest inventory of a bucket.
+    return steps.validate_task(
+        clients.s3(),
+        cfg,
+        steps.LazyClients(clients.client),
+        results_bucket=os.environ["RESULTS_BUCKET"],
+        results_prefix=os.environ.get("RESULTS_PREFIX", "inventory"),
+    )

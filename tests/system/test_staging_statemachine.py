@@ -274,10 +274,45 @@ def test_archived_objects_are_restored_then_staged(
     assert rows == {(key, str(len(data))) for key, data in ARCHIVED.items()}
 
 
+def test_the_latest_inventory_of_a_bucket_is_the_one_selected_from(
+    local_stack: Any, inventory: str, tmp_path: Path, run_name: str
+) -> None:
+    event = request(inventory, tmp_path / "cache", COUNT)
+    # The archived objects fail the run right after selection: no job is needed to see what was read.
+    event.update(inventory={"latest": f"s3://{DATA}"}, selection={"prefixes": ["cold/"]})
+    res = run(local_stack, event, run_name)
+    assert (res.status, res.error) == ("FAILED", "ArchivedObjectsError")
+    message = json.loads(res.cause)["errorMessage"]
+    assert "3 selected object(s)" in message and "'cold/archive-0.txt'" in message
+    config = work_json(local_stack, run_name, "config.json")
+    assert (config["inventory"], config["latest_inventory_of"]) == (inventory, f"s3://{DATA}")
+
+
+def test_no_inventory_of_the_named_bucket_fails_first_and_says_how_to_make_one(
+    local_stack: Any, tmp_path: Path, run_name: str
+) -> None:
+    results = local_stack[1].name("ResultsBucket")
+    event = request("s3://unused/x", tmp_path / "cache", COUNT)
+    event["inventory"] = {"latest": f"s3://{DATA}/never/"}
+    res = run(local_stack, event, run_name)
+    assert (res.status, res.error) == ("FAILED", "NoInventoryError")
+    assert json.loads(res.cause)["errorMessage"] == (
+        f"there is no inventory of s3://{DATA}/never/ yet (no s3://{results}/inventory/{DATA}/_latest/never%2F.json): "
+        "make one with the stack's inventory state machine, e.g. `sam remote invoke InventoryStateMachine "
+        f'--stack-name STACK --event \'{{"bucket": "{DATA}", "prefix": "never/"}}\'`, or name an '
+        "inventory run's s3:// URL in 'inventory'"
+    )
+    assert entered(res)[:2] == ["ValidateInput", "NothingToClean"]
+
+
 def test_a_malformed_request_fails_first_with_nothing_to_clean(local_stack: Any, run_name: str) -> None:
     res = run(local_stack, {"inventory": "s3://x/y", "selection": {}}, run_name)
     assert (res.status, res.error) == ("FAILED", "InputError")
-    assert "missing input field(s): target, job, output" in json.loads(res.cause)["errorMessage"]
+    assert json.loads(res.cause)["errorMessage"] == (
+        "'target' must be a JSON object; it is missing; 'job' must be a JSON object; it is missing; "
+        "'output' must be an s3:// URL of a key prefix (not a whole bucket) "
+        '(e.g. "s3://my-results/outputs/{run_id}/"); it is missing'
+    )
     assert entered(res) == [
         "ValidateInput",
         "NothingToClean",

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hpcstage.inventory.model import KeyRange, ShardResult
-from hpcstage.inventory.report import build_summary, diff_summaries
+from hpcstage.inventory.report import build_summary, diff_summaries, render_report
 from hpcstage.inventory.report_html import prefix_tree, render_html
 from hpcstage.inventory.stats import InventoryStats
 
@@ -108,6 +108,23 @@ def test_change_since_previous_signs_removed_bytes_negative() -> None:
     assert '<span class="muted">+0</span> objects, <span class="neg">-25 B</span>' in html
     assert 'removed: 1 objects (<span class="neg">-30 B</span>)' in html
     assert 'added: 1 objects (<span class="pos">+5 B</span>)' in html
+
+
+def test_report_txt_signs_removed_bytes_negative_as_report_html_does() -> None:
+    before = summary({"a/1": 10, "a/2": 30, "a/3": 4})
+    after = summary({"a/1": 12, "b/1": 5})
+    after["diff"] = diff_summaries(before, after)
+    after["diff"]["exact"] = {
+        "added": {"objects": 1, "bytes": 5},
+        "removed": {"objects": 2, "bytes": 34},
+        "changed": {"objects": 1, "bytes": 2},
+        "by_prefix": [],
+    }
+    text = render_report(after)
+    assert "  objects -1  bytes -27\n" in text
+    assert "  added 1 (+5 B), removed 2 (-34 B), changed 1 (+2 B)\n" in text
+    html = render_html(after)
+    assert 'removed: 2 objects (<span class="neg">-34 B</span>)' in html
 
 
 def test_an_empty_summary_renders() -> None:

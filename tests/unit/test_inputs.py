@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hpcstage.errors import InputError
 from hpcstage.inputs import schema, validate
@@ -49,3 +51,20 @@ def test_defaults_are_the_schemas() -> None:
     filled = validate({"bucket": "ok-bucket"}, "inventory-input")
     assert filled == {"bucket": "ok-bucket", **{k: p["default"] for k, p in props.items() if "default" in p}}
     assert "shard_pages" not in filled  # no default: the budget is off unless asked for
+
+
+@pytest.mark.parametrize("bucket", ["ok-bucket\n", "ok-bucket\n\n", "\nok-bucket"])
+def test_dollar_is_the_end_of_the_string_as_in_ecma_262(bucket: str) -> None:
+    # Python's re lets "$" match before a final newline; JSON Schema's dialect (ECMA-262) does not.
+    with pytest.raises(InputError) as err:
+        validate({"bucket": bucket}, "inventory-input")
+    assert (
+        str(err.value) == f"'bucket' must be an S3 bucket name (e.g. \"my-data\"), got {json.dumps(bucket)}"
+    )
+
+
+def test_ecma_anchors_leave_escaped_dollars_and_classes_alone() -> None:
+    from hpcstage.inputs import _ecma_pattern
+
+    assert _ecma_pattern(r"^a\$[$]b$").pattern == r"^a\$[$]b\Z"
+    assert _ecma_pattern(r"^(x|$)").pattern == r"^(x|\Z)"

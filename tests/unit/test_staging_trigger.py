@@ -180,7 +180,10 @@ def test_a_ready_marker_stages_the_inventory_in_its_directory(env: dict[str, Any
         (b"[1, 2]", "must hold a JSON object (a staging request), not list"),
         (json.dumps({**REQUEST, "colour": "blue"}).encode(), "unknown input field(s): colour"),
         (json.dumps({**REQUEST, "selection": {}}).encode(), "'selection' is empty"),
-        (json.dumps({**REQUEST, "output": "s3://results"}).encode(), "must name a key prefix"),
+        (
+            json.dumps({**REQUEST, "output": "s3://results"}).encode(),
+            "'output' must be an s3:// URL of a key prefix (not a whole bucket)",
+        ),
         (b" " * (256 * 1024 + 1), "a staging request is at most 256 KiB"),
     ],
 )

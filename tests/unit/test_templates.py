@@ -9,6 +9,7 @@ invokes is a function of this template that the state machine may invoke.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import json
 import os
 import re
@@ -476,3 +477,23 @@ def test_the_lister_may_assume_only_the_named_roles(template: dict[str, Any]) ->
             "Resource": {"Ref": "SourceBucketArns"},
         }
     ]
+
+
+def test_staging_validate_reads_only_the_latest_inventory_pointers(template: dict[str, Any]) -> None:
+    from hpcstage.inventory.output import latest_key
+
+    props = template["Resources"]["StagingValidateFunction"]["Properties"]
+    by_action = {a: s["Resource"] for s in _statements(props) for a in _actions(s)}
+    assert by_action == {
+        "s3:PutObject": {"Fn::Sub": "${ResultsBucket.Arn}/${StagingWorkPrefix}/*"},
+        "s3:GetObject": {"Fn::Sub": "${ResultsBucket.Arn}/${ResultsPrefix}/*/_latest/*"},
+        # so that a missing pointer reads 404 NoSuchKey, not 403 AccessDenied
+        "s3:ListBucket": {"Fn::GetAtt": ["ResultsBucket", "Arn"]},
+    }
+    # The pattern covers the key the inventory state machine writes, and the function finds it by env.
+    assert fnmatch.fnmatchcase(latest_key("inventory", "research-data", "genomics/"), "inventory/*/_latest/*")
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert (env["RESULTS_BUCKET"], env["RESULTS_PREFIX"]) == (
+        {"Ref": "ResultsBucket"},
+        {"Ref": "ResultsPrefix"},
+    )

@@ -71,6 +71,16 @@ def execution_summary(summary: dict[str, Any], summary_uri: str) -> dict[str, An
     return small
 
 
+# diff_inventories counts added and removed bytes as sizes and changed bytes as the net change; as a
+# change in the target's bytes (report.txt and report.html alike), removed objects take theirs away.
+DIFF_BYTES_SIGN = {"added": 1, "removed": -1, "changed": 1}
+
+
+def diff_bytes_change(exact: dict[str, Any], kind: str) -> int:
+    """What the ``kind`` objects of an exact diff did to the target's bytes (negative for removed)."""
+    return DIFF_BYTES_SIGN[kind] * int(exact[kind]["bytes"])
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(n) < 1024 or unit == "PiB":
@@ -226,7 +236,7 @@ def render_report(summary: dict[str, Any], top_prefixes: int = 15) -> str:
             lines.append(
                 "  "
                 + ", ".join(
-                    f"{k} {exact[k]['objects']:,} ({exact[k]['bytes']:+,} B)"
+                    f"{k} {exact[k]['objects']:,} ({diff_bytes_change(exact, k):+,} B)"
                     for k in ("added", "removed", "changed")
                 )
             )

@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 
 from .. import __version__
-from .report import human_bytes
+from .report import diff_bytes_change, human_bytes
 from .stats import OTHER_PREFIX
 
 CSS = """
@@ -240,10 +240,8 @@ def _diff(s: dict[str, Any], limit: int = 30) -> str:
     )
     exact = d.get("exact")
     if exact:
-        # removed objects take their bytes away; a changed object's bytes are its net change
-        sign = {"added": 1, "removed": -1, "changed": 1}
         head += "<p>" + ", ".join(
-            f"{k}: {_n(exact[k]['objects'])} objects ({_signed_bytes(sign[k] * exact[k]['bytes'])})"
+            f"{k}: {_n(exact[k]['objects'])} objects ({_signed_bytes(diff_bytes_change(exact, k))})"
             for k in ("added", "removed", "changed")
         )
         head += "</p>"

@@ -11,18 +11,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import InputError
-from ..jobs.base import (
-    ENV_NAME_RE,
-    JobSpec,
-)
+from ..inputs import schema, validate
+from ..jobs.base import JobSpec
 from ..s3util import S3Url, parse_s3_url
-from . import (
-    TARGET_TYPES,
-    Selection,
-    make_target,
-)
+from . import Selection, make_target
 from .paths import UnsafePathError, as_prefix, relative_path
-from .select import ARCHIVE_POLICIES, RESTORE_TIERS
 
 # --------------------------------------------------------------------------------------------------
 # Limits and defaults
@@ -35,27 +28,17 @@ CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,59}$")
 DEFAULT_CLUSTER_USER = "ec2-user"
 # Stands for the head node in validation until validate_task finds it by its tags.
 _HEAD_NODE_PLACEHOLDER = "i-00000000000000000"
-RESERVED_ENV_PREFIX = "HPCSTAGE_"
 MAX_SCRIPT_BYTES = 256 * 1024
-MAX_ENV_VARIABLES = 100
 # A standard execution may have 25,000 history events; one poll (Wait, Task, Choice) writes about
 # ten, and the fixed states about a hundred. The sum of all poll bounds must stay below this.
 MAX_TOTAL_POLLS = 2300
+# The input's fields, bounds and defaults are schemas/staging-input.schema.json's; these are read from it.
+_SCHEMA = schema("staging-input")
 DEFAULT_WAITS: dict[str, int] = {
-    "poll_seconds": 30,
-    "max_polls": 240,
-    "job_poll_seconds": 60,
-    "job_max_polls": 1440,
-    "restore_poll_seconds": 900,
-    "restore_max_polls": 96,
+    name: prop["default"] for name, prop in _SCHEMA["properties"]["waits"]["properties"].items()
 }
-_WAIT_RANGES: dict[str, tuple[int, int]] = {
-    "poll_seconds": (0, 3600),
-    "max_polls": (1, MAX_TOTAL_POLLS),
-    "job_poll_seconds": (0, 3600),
-    "job_max_polls": (1, MAX_TOTAL_POLLS),
-    "restore_poll_seconds": (0, 3600),
-    "restore_max_polls": (1, MAX_TOTAL_POLLS),
+_JOB_DEFAULTS: dict[str, Any] = {
+    name: prop["default"] for name, prop in _SCHEMA["$defs"]["jobFields"].items() if "default" in prop
 }
 # A job that cannot start its own prologue exits with these (JobSpec uses 97 for a missing workdir).
 PROLOGUE_MKDIR_EXIT = 96
@@ -68,30 +51,6 @@ DECLARED_OUTPUTS = "declared-outputs.nul"
 # After scancel, cleanup waits at most this long for the job to end before deciding on release.
 CANCEL_WAIT_S = 30.0
 RELEASE_WAIT_S = 60.0
-
-INPUT_FIELDS = (
-    "inventory",
-    "selection",
-    "target",
-    "job",
-    "output",
-    "archived_policy",
-    "restore_days",
-    "restore_tier",
-    "capacity_headroom",
-    "waits",
-)
-_LOCAL_TARGET_FIELDS = frozenset({"type", "root", "max_workers", "max_objects_per_call"})
-# Fields hpcstage sets itself; a request giving them would be silently overridden, so it is refused.
-_RESERVED_TARGET_FIELDS = frozenset({"run_id", "export_url", "work_url"})
-_JOB_FIELDS: dict[str, frozenset[str]] = {
-    "common": frozenset(
-        {"backend", "command", "script", "cpus", "time_limit_min", "env", "partition", "user", "workdir"}
-    ),
-    "local": frozenset(),
-    "ssm": frozenset({"head_node_instance_id", "cluster_name", "command_timeout_s"}),
-    "rest": frozenset({"base_url"}),
-}
 
 
 @dataclass(frozen=True)
@@ -125,6 +84,7 @@ class StagingConfig:
 
     run_id: str
     work_url: str
+    # An inventory run's s3:// URL; empty until validate_task looks up ``latest_inventory_of``.
     inventory: str
     selection: dict[str, Any]
     target: dict[str, Any]
@@ -136,6 +96,8 @@ class StagingConfig:
     restore_tier: str = "Bulk"
     capacity_headroom: float = 0.1
     waits: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WAITS))
+    # {"latest": "s3://bucket/prefix"} in the input: the bucket and prefix whose newest inventory is used.
+    latest_inventory_of: str | None = None
 
     @property
     def work(self) -> S3Url:
@@ -164,37 +126,15 @@ class StagingConfig:
 # --------------------------------------------------------------------------------------------------
 
 
-def _whole(value: Any, name: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise InputError(f"'{name}' must be a whole number from {lo} to {hi}, got {value!r}")
-    return value
+def _with_run_id(value: str, run_id: str) -> str:
+    return value.replace("{run_id}", run_id)
 
 
-def _object(value: Any, name: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise InputError(f"'{name}' must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _s3_url(value: Any, name: str, example: str) -> S3Url:
-    if not isinstance(value, str):
-        raise InputError(f"'{name}' must be an s3:// URL (e.g. {example}), got {value!r}")
-    try:
-        return parse_s3_url(value)
-    except InputError as err:
-        raise InputError(f"'{name}': {err}") from None
-
-
-def _absolute(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not value.startswith("/") or "\0" in value or "\n" in value:
-        raise InputError(f"'{name}' must be an absolute path (e.g. /scratch/hpcstage), got {value!r}")
-    if any(part in (".", "..") for part in value.split("/")):
-        raise InputError(f"'{name}' must not contain '.' or '..' components, got {value!r}")
-    return value.rstrip("/") or "/"
-
-
-def _with_run_id(value: Any, run_id: str) -> Any:
-    return value.replace("{run_id}", run_id) if isinstance(value, str) else value
+def _with_target_type(event: Any, defaults: StagingDefaults) -> Any:
+    """A target that names no type is of the stack's StagingTargetType."""
+    if isinstance(event, dict) and isinstance(event.get("target"), dict) and "type" not in event["target"]:
+        return {**event, "target": {**event["target"], "type": defaults.target_type}}
+    return event
 
 
 def validate_staging_input(
@@ -207,43 +147,27 @@ def validate_staging_input(
 ) -> StagingConfig:
     """Check a staging request and fill its defaults; every message says what is wrong and how to fix it.
 
+    The fields, their forms and defaults are checked against schemas/staging-input.schema.json
+    (hpcstage.inputs); what follows are the checks a schema cannot state: defaults from the stack,
+    where the output lands, which backend fits which target, the poll budget.
+
     ``{run_id}`` in ``output``, ``target.root`` and ``job.workdir`` is replaced by the run id, so one
     request (a scheduled or triggered one) gives each run its own places.
     """
     defaults = defaults or StagingDefaults()
-    if not isinstance(event, dict):
-        raise InputError(f"the input must be a JSON object, got {type(event).__name__}")
-    unknown = sorted(set(event) - set(INPUT_FIELDS))
-    if unknown:
-        raise InputError(f"unknown input field(s): {', '.join(unknown)}; allowed: {', '.join(INPUT_FIELDS)}")
-    missing = [f for f in ("inventory", "selection", "target", "job", "output") if f not in event]
-    if missing:
-        raise InputError(f"missing input field(s): {', '.join(missing)}")
     if not RUN_ID_RE.match(run_id):
         raise InputError(f"run id {run_id!r} is not a valid name (letters, digits, . _ -; at most 80)")
+    doc = validate(_with_target_type(event, defaults), "staging-input")
 
-    inventory = _s3_url(event["inventory"], "inventory", "s3://results/inventory/my-data/run-1")
-    selection_doc = _object(event["selection"], "selection")
-    if not selection_doc:
-        raise InputError(
-            "'selection' is empty: it would stage every object in the inventory; give at least one "
-            "criterion (prefixes, globs, manifest, min_size, max_size, modified_after, ...)"
-        )
-    Selection.from_dict(selection_doc)  # SelectionError (an InputError) names the problem
+    given = doc["inventory"]
+    latest_of = given["latest"] if isinstance(given, dict) else None
+    inventory = "" if latest_of is not None else str(parse_s3_url(given)).rstrip("/")
+    if latest_of is not None:
+        parse_s3_url(latest_of)  # the bucket's name rules beyond the schema's pattern (no "..")
+    Selection.from_dict(doc["selection"])  # SelectionError (an InputError) names the problem
 
-    policy = event.get("archived_policy", "fail")
-    if policy not in ARCHIVE_POLICIES:
-        raise InputError(f"'archived_policy' must be one of {', '.join(ARCHIVE_POLICIES)}, got {policy!r}")
-    restore_days = _whole(event.get("restore_days", 7), "restore_days", 1, 365)
-    restore_tier = event.get("restore_tier", "Bulk")
-    if restore_tier not in RESTORE_TIERS:
-        raise InputError(f"'restore_tier' must be one of {', '.join(RESTORE_TIERS)}, got {restore_tier!r}")
-    headroom = event.get("capacity_headroom", 0.1)
-    if isinstance(headroom, bool) or not isinstance(headroom, int | float) or not 0 <= headroom <= 10:
-        raise InputError(f"'capacity_headroom' must be a fraction from 0 to 10 (0.1 = 10%), got {headroom!r}")
-
-    target = _target_config(_object(event["target"], "target"), run_id, defaults)
-    output = _s3_url(_with_run_id(event["output"], run_id), "output", "s3://my-results/outputs/{run_id}/")
+    target = _target_config(doc["target"], run_id, defaults)
+    output = parse_s3_url(_with_run_id(doc["output"], run_id))
     output_dir, export_url = _output_dir(target, output)
     if export_url is not None:
         target["export_url"] = export_url
@@ -251,50 +175,31 @@ def validate_staging_input(
     work = f"s3://{work_bucket}/{base}/{run_id}" if base else f"s3://{work_bucket}/{run_id}"
     if target["type"] != "local":
         target["work_url"] = f"{work}/head-node"
-    job = _job_config(_object(event["job"], "job"), target, run_id, defaults)
-    waits = _waits(event.get("waits", {}), job["time_limit_min"])
+    job = _job_config(doc["job"], target, run_id, defaults)
+    waits = _waits(doc["waits"], job["time_limit_min"])
     return StagingConfig(
         run_id=run_id,
         work_url=work,
-        inventory=str(inventory).rstrip("/"),
-        selection=selection_doc,
+        inventory=inventory,
+        selection=doc["selection"],
         target=target,
         job=job,
         output=f"s3://{output.bucket}/{output.prefix.strip('/')}/",
         output_dir=output_dir,
-        archived_policy=policy,
-        restore_days=restore_days,
-        restore_tier=restore_tier,
-        capacity_headroom=float(headroom),
+        archived_policy=doc["archived_policy"],
+        restore_days=doc["restore_days"],
+        restore_tier=doc["restore_tier"],
+        capacity_headroom=float(doc["capacity_headroom"]),
         waits=waits,
+        latest_inventory_of=latest_of,
     )
 
 
 def _target_config(given: dict[str, Any], run_id: str, defaults: StagingDefaults) -> dict[str, Any]:
-    target = dict(given)
-    target.setdefault("type", defaults.target_type)
+    target = dict(given, run_id=run_id)
     kind = target["type"]
-    if kind not in TARGET_TYPES:
-        raise InputError(f"'target.type' must be one of {', '.join(TARGET_TYPES)}, got {kind!r}")
-    reserved = sorted(_RESERVED_TARGET_FIELDS & set(target))
-    if reserved:
-        raise InputError(
-            f"'target' field(s) {', '.join(reserved)} are set by hpcstage (from 'output' and the run); remove them"
-        )
-    target["run_id"] = run_id
     if kind == "local":
-        unknown = sorted(set(target) - _LOCAL_TARGET_FIELDS - {"run_id"})
-        if unknown:
-            raise InputError(
-                f"unknown field(s) for a local target: {', '.join(unknown)} "
-                f"(known: {', '.join(sorted(_LOCAL_TARGET_FIELDS - {'type'}))})"
-            )
-        if "root" not in target:
-            raise InputError("a local target needs 'root': the directory playing the cache (absolute path)")
-        target["root"] = _absolute(_with_run_id(target["root"], run_id), "target.root")
-        for name in ("max_workers", "max_objects_per_call"):
-            if name in target:
-                _whole(target[name], f"target.{name}", 1, 100_000)
+        target["root"] = _with_run_id(target["root"], run_id).rstrip("/") or "/"
         return target
     if not target.get("head_node_instance_id") and not target.get("cluster_name"):
         if defaults.head_node_instance_id:
@@ -322,6 +227,7 @@ def _target_config(given: dict[str, Any], run_id: str, defaults: StagingDefaults
 
 
 def _cluster_name(value: Any, name: str) -> str:
+    """A cluster name from the input is checked by the schema; one from the stack (ClusterName) here."""
     if not isinstance(value, str) or not CLUSTER_NAME_RE.match(value):
         raise InputError(
             f"'{name}' must be a ParallelCluster cluster name (a letter, then letters, digits and -; "
@@ -335,10 +241,6 @@ def _output_dir(target: dict[str, Any], output: S3Url) -> tuple[str, str | None]
     target the export_url that makes it so."""
     kind = target["type"]
     prefix = output.prefix.strip("/")
-    if not prefix:
-        raise InputError(
-            f"'output' must name a key prefix, not a whole bucket (e.g. s3://{output.bucket}/outputs/{{run_id}}/)"
-        )
     if kind == "local":
         rel, export_url = prefix, f"s3://{output.bucket}/"
     else:
@@ -364,63 +266,28 @@ def _output_dir(target: dict[str, Any], output: S3Url) -> tuple[str, str | None]
 def _job_config(
     given: dict[str, Any], target: dict[str, Any], run_id: str, defaults: StagingDefaults
 ) -> dict[str, Any]:
-    backend = given.get("backend")
-    if backend not in ("local", "ssm", "rest"):
-        raise InputError(f"'job.backend' must be one of local, ssm, rest, got {backend!r}")
-    allowed = _JOB_FIELDS["common"] | _JOB_FIELDS[backend]
-    unknown = sorted(set(given) - allowed)
-    if unknown:
-        raise InputError(
-            f"unknown field(s) for a {backend} job: {', '.join(unknown)} (known: {', '.join(sorted(allowed))})"
-        )
+    backend = given["backend"]
     if (target["type"] == "local") != (backend == "local"):
         raise InputError(
             "a local target needs the local job backend (the cache is a directory on this machine), and the "
             f"fsx, filecache and mountpoint targets need ssm or rest; got a {target['type']} target with "
             f"the {backend} backend"
         )
-    if ("command" in given) == ("script" in given):
-        raise InputError(
-            "'job' needs exactly one of 'command' (shell text) or 'script' (s3:// URL of a script)"
-        )
     job: dict[str, Any] = {"backend": backend}
     if "command" in given:
-        command = given["command"]
-        if not isinstance(command, str) or not command.strip() or "\0" in command:
-            raise InputError("'job.command' must be non-empty shell text without NUL bytes")
-        job["command"] = command
+        job["command"] = given["command"]
     else:
-        script = _s3_url(given["script"], "job.script", "s3://my-bucket/scripts/analyse.sh")
-        if not script.prefix or script.prefix.endswith("/"):
-            raise InputError(f"'job.script' must name an object, not a prefix: {given['script']!r}")
-        job["script"] = str(script)
-    job["cpus"] = _whole(given.get("cpus", 1), "job.cpus", 1, 1024)
-    job["time_limit_min"] = _whole(given.get("time_limit_min", 60), "job.time_limit_min", 1, 525_600)
-    env = given.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise InputError('\'job.env\' must be an object of string values, e.g. {"THREADS": "8"}')
-    if len(env) > MAX_ENV_VARIABLES:
-        raise InputError(f"'job.env' has {len(env)} variables; at most {MAX_ENV_VARIABLES}")
-    for name in env:
-        if not ENV_NAME_RE.fullmatch(name):
-            raise InputError(f"'job.env' name {name!r} is not a valid environment variable name")
-        if name.startswith(RESERVED_ENV_PREFIX):
-            raise InputError(f"'job.env' name {name!r} is reserved: hpcstage sets the HPCSTAGE_* variables")
-    job["env"] = dict(env)
+        job["script"] = given["script"]
+    job["cpus"] = given.get("cpus", _JOB_DEFAULTS["cpus"])
+    job["time_limit_min"] = given.get("time_limit_min", _JOB_DEFAULTS["time_limit_min"])
+    job["env"] = dict(given.get("env", {}))
     for name in ("partition", "user"):
         if given.get(name) is not None:
-            if not isinstance(given[name], str):
-                raise InputError(f"'job.{name}' must be a string, got {given[name]!r}")
             job[name] = given[name]
     if "workdir" in given:
-        job["workdir"] = _absolute(_with_run_id(given["workdir"], run_id), "job.workdir")
-    elif backend == "local":
+        job["workdir"] = _with_run_id(given["workdir"], run_id).rstrip("/") or "/"
+    else:  # the schema requires it for ssm and rest
         job["workdir"] = posixpath.join(target["root"], "jobs", run_id)
-    else:
-        raise InputError(
-            f"a {backend} job needs 'workdir': an existing directory on the cluster (e.g. /home/ec2-user/hpcstage) "
-            "where the job runs and Slurm writes its log"
-        )
     if backend == "ssm":
         head = given.get("head_node_instance_id")
         cluster = given.get("cluster_name")
@@ -436,9 +303,7 @@ def _job_config(
             job["head_node_instance_id"] = head
         # Filled from the head node's OS when it is found by its tags (validate_task).
         job["cluster_user"] = defaults.cluster_user
-        job["command_timeout_s"] = _whole(
-            given.get("command_timeout_s", 120), "job.command_timeout_s", 30, 3600
-        )
+        job["command_timeout_s"] = given.get("command_timeout_s", _JOB_DEFAULTS["command_timeout_s"])
     elif backend == "rest":
         base_url = given.get("base_url") or defaults.slurm_rest_url
         if not isinstance(base_url, str) or not re.match(r"^https?://[^/\s]+", base_url):
@@ -470,16 +335,8 @@ def _job_config(
     return job
 
 
-def _waits(given: Any, time_limit_min: int) -> dict[str, int]:
-    given = _object(given, "waits")
-    unknown = sorted(set(given) - set(DEFAULT_WAITS))
-    if unknown:
-        raise InputError(
-            f"unknown 'waits' field(s): {', '.join(unknown)}; allowed: {', '.join(DEFAULT_WAITS)}"
-        )
-    waits = {name: given.get(name, default) for name, default in DEFAULT_WAITS.items()}
-    for name, (lo, hi) in _WAIT_RANGES.items():
-        _whole(waits[name], f"waits.{name}", lo, hi)
+def _waits(waits: dict[str, int], time_limit_min: int) -> dict[str, int]:
+    """The poll budget of one execution (each bound alone is the schema's)."""
     total = waits["max_polls"] * 3 + waits["job_max_polls"] + waits["restore_max_polls"]
     if total > MAX_TOTAL_POLLS:
         raise InputError(
@@ -492,7 +349,7 @@ def _waits(given: Any, time_limit_min: int) -> dict[str, int]:
             f"waits.job_poll_seconds x waits.job_max_polls ({job_wait_s} s) is shorter than the job's time limit "
             f"({time_limit_min} min): the run would give up on a job still allowed to run"
         )
-    return waits
+    return dict(waits)
 
 
 def job_name(run_id: str) -> str:

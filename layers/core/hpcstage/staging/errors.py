@@ -13,6 +13,10 @@ class SelectionError(InputError, ValueError):
     """The selection document is malformed (a ValueError, so plain validation code can catch it)."""
 
 
+class NoInventoryError(InputError):
+    """The input names the latest inventory of a bucket (and prefix) that has none recorded."""
+
+
 class TargetConfigError(InputError, ValueError):
     """A target's configuration is missing a field or has a wrong one."""
 

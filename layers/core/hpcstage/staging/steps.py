@@ -36,6 +36,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..errors import InputError
+from ..inventory.output import latest_key, latest_run
 from ..inventory.report import human_bytes
 from ..jobs.base import (
     JobBackend,
@@ -84,6 +85,7 @@ from .errors import (
     JobCancelledError,
     JobFailedError,
     JobTimedOutError,
+    NoInventoryError,
     ReleaseFailedError,
     StageFailedError,
 )
@@ -196,13 +198,49 @@ def resolve_head_nodes(cfg: StagingConfig, clients: Mapping[str, Any] | None) ->
     return replace(cfg, target=target, job=job)
 
 
-def validate_task(s3: Any, cfg: StagingConfig, clients: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Find head nodes named by cluster (``clients["ec2"]``, made only then), record the validated
-    input under the run's work prefix, and return what the state machine carries."""
+def validate_task(
+    s3: Any,
+    cfg: StagingConfig,
+    clients: Mapping[str, Any] | None = None,
+    *,
+    results_bucket: str = "",
+    results_prefix: str = "inventory",
+) -> dict[str, Any]:
+    """Look up the latest inventory if the input asks for it (in ``results_bucket``, where the
+    inventory state machine writes), find head nodes named by cluster (``clients["ec2"]``, made only
+    then), record the validated input under the run's work prefix, and return what the state
+    machine carries."""
+    cfg = resolve_latest_inventory(s3, cfg, results_bucket=results_bucket, results_prefix=results_prefix)
     if cfg.target.get("cluster_name") or cfg.job.get("backend") == "ssm":
         cfg = resolve_head_nodes(cfg, clients)
     _put_json(s3, cfg, "config.json", cfg.to_dict())
     return cfg.run()
+
+
+def resolve_latest_inventory(
+    s3: Any, cfg: StagingConfig, *, results_bucket: str, results_prefix: str
+) -> StagingConfig:
+    """For ``{"latest": "s3://bucket/prefix"}``: the newest successful inventory run of that bucket
+    and prefix, read from the ``_latest`` pointer the inventory state machine rewrites after each
+    run (inventory.output.latest_key). The run found is recorded in config.json, so every later step
+    reads that one run even if a newer one finishes meanwhile."""
+    if cfg.latest_inventory_of is None:
+        return cfg
+    if not results_bucket:
+        raise InputError(
+            "'inventory' names the latest inventory, but this function has no RESULTS_BUCKET to look it up in"
+        )
+    of = parse_s3_url(cfg.latest_inventory_of)
+    key = latest_key(results_prefix, of.bucket, of.prefix)
+    run = latest_run(s3, results_bucket, key)
+    if run is None:
+        event = json.dumps({"bucket": of.bucket, "prefix": of.prefix} if of.prefix else {"bucket": of.bucket})
+        raise NoInventoryError(
+            f"there is no inventory of {cfg.latest_inventory_of} yet (no s3://{results_bucket}/{key}): make one "
+            f"with the stack's inventory state machine, e.g. `sam remote invoke InventoryStateMachine "
+            f"--stack-name STACK --event '{event}'`, or name an inventory run's s3:// URL in 'inventory'"
+        )
+    return replace(cfg, inventory=run.uri().rstrip("/"))
 
 
 def select_task(clients: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
