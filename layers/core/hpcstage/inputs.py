@@ -58,9 +58,13 @@ def _message(err: Any, doc: dict[str, Any]) -> str:
     props = doc.get("properties", {})
     if err.validator == "type" and not err.path:
         return f"the input must be a JSON object, got {type(err.instance).__name__}"
-    if err.validator == "additionalProperties" and not err.path:
-        unknown = sorted(set(err.instance) - set(props))
-        return f"unknown input field(s): {', '.join(unknown)}; allowed: {', '.join(sorted(props))}"
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        known = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
+        unknown = ", ".join(sorted(set(err.instance) - set(known)))
+        allowed = ", ".join(sorted(known))
+        if not err.path:
+            return f"unknown input field(s): {unknown}; allowed: {allowed}"
+        return f"unknown '{'.'.join(str(p) for p in err.path)}' field(s): {unknown}; allowed: {allowed}"
     if err.validator == "required":
         missing = [name for name in err.validator_value if name not in err.instance]
         return "; ".join(f"'{n}' must be {_what(props.get(n, {}))}; it is missing" for n in missing)
