@@ -35,6 +35,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             lister_timeout_s=int(os.environ.get("LISTER_TIMEOUT_SECONDS", "900")),
         )
         logger.info("inventory requested", extra={"bucket": cfg.bucket, "prefix": cfg.prefix})
+        metrics.add_metric(name="InventoriesRequested", unit=MetricUnit.Count, value=1)
         return {"config": cfg.to_dict(), "started": cfg.started}
     out = fleet.launch(
         s3=clients.s3(),
