@@ -160,7 +160,7 @@ class FleetConfig:
 
     @property
     def latest_key(self) -> str:
-        """Where the last successful run of this target records its root (audit seeds and diff, staging)."""
+        """Where the last successful run of this target records its root (what an audit seeds from and compares with)."""
         return latest_key(self.results_prefix, self.bucket, self.prefix)
 
     def store(self, s3: Any) -> S3Store:
