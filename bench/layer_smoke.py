@@ -6,7 +6,7 @@ with PYTHONPATH=<build dir>/CoreLayer/python and no site-packages (-s -S), so ev
 import must come from the layer, as on Lambda (where /opt/python also comes before the runtime's
 own boto3). Standard library only apart from what the layer provides; prints one JSON object.
 
-Checks: hpcstage.inventory.lister/output/tasks/staging.steps and pyarrow.parquet import from the layer; the
+Checks: hpcstage.inventory.lister/output/fleet/staging.steps and pyarrow.parquet import from the layer; the
 botocore the layer bundles still has the private handler hpcstage.s3util hooks; a ListObjectsV2
 answer from a local HTTP endpoint goes through that hook (the fast parser) into hpcstage's Parquet
 writer, and the Parquet part reads back; every functions/<name>/app.py imports.
@@ -66,7 +66,7 @@ def main(build_dir: Path) -> dict[str, object]:
     for name in (
         "hpcstage.inventory.lister",
         "hpcstage.inventory.output",
-        "hpcstage.inventory.tasks",
+        "hpcstage.inventory.fleet",
         "hpcstage.staging.steps",
         "pyarrow",
         "pyarrow.parquet",

@@ -13,7 +13,6 @@ What the fast path bypasses (and how):
   3. Statistics: PageStats is passed as list_range's stats: exact objects and bytes (page length and the
      keyspace's O(1) byte prefix sums); no histograms or top-N.
   4. Page contents: a LazyPage builds an entry only when it is indexed.
-hpcstage.inventory.tasks.parallel_map runs on VirtualThreadPool so that result reads take virtual time, and
 hpcstage.inventory.runner.diff_inventories is stood in by identical_inventories_diff (its cost is not
 simulated). Full mode (tests, small N) uses the real PartWriter, InventoryStats and URL decoding.
 """
@@ -27,11 +26,10 @@ from typing import Any
 from unittest import mock
 
 import hpcstage.inventory.runner
-import hpcstage.inventory.tasks
 from hpcstage.inventory.model import PartFile
 from hpcstage.inventory.stats import InventoryStats
 
-from bench.sim.s3 import LazyPage, VirtualThreadPool
+from bench.sim.s3 import LazyPage
 
 
 class NullStore:
@@ -116,21 +114,6 @@ class PageStats(InventoryStats):
                 self.bytes += o.get("Size") or 0
 
 
-def virtual_parallel_map(
-    fn: Callable[[Any], Any], items: Sequence[Any], workers: int = hpcstage.inventory.tasks.RESULT_READERS
-) -> list[Any]:
-    """hpcstage.inventory.tasks.parallel_map in virtual time: the same ``workers``-thread pool, on VirtualThreadPool.
-
-    Each read is charged to the lane that is free first, and the caller's clock then moves to the
-    latest lane: n GETs cost about ceil(n / workers) GET latencies, not n (list scheduling over the
-    drawn latencies, as a real pool would do), and the result does not depend on the OS scheduler.
-    """
-    items = list(items)
-    if len(items) <= 1:
-        return [fn(i) for i in items]
-    return list(VirtualThreadPool(max_workers=min(workers, len(items))).map(fn, items))
-
-
 _REAL_DIFF: Callable[..., dict[str, Any]] | None = getattr(
     hpcstage.inventory.runner, "diff_inventories", None
 )
@@ -157,12 +140,4 @@ def no_parquet_diff() -> Iterator[None]:
         yield
         return
     with mock.patch.object(hpcstage.inventory.runner, "diff_inventories", identical_inventories_diff):
-        yield
-
-
-@contextlib.contextmanager
-def virtual_result_readers() -> Iterator[None]:
-    """continue_task and reduce_task read results and statistics through hpcstage.inventory.tasks.parallel_map
-    (a ThreadPoolExecutor of 32): run those reads on virtual lanes instead of real threads."""
-    with mock.patch.object(hpcstage.inventory.tasks, "parallel_map", virtual_parallel_map):
         yield

@@ -71,17 +71,10 @@ class LambdaParams:
     # CPU per 1,000-object page in the lister: PartWriter (Parquet) + InventoryStats. Measured 4.4 ms on
     # this machine (bench: 100 pages of the dated shape), scaled by 1/0.58 vCPU at 1,024 MB -> 8 ms.
     cpu_per_page_s: float = 0.008
-    # Memory of each function (template.yaml defaults): validate 256 MB, plan 1,024 MB, list
-    # ListerMemoryMB=1,024, continue 512 MB, reduce 2,048 MB. Only used for the GB-s price.
+    # Memory of the peers' Lambda functions: ListerMemoryMB=1,024 as hpcstage's listers (template.yaml).
+    # Only used for the GB-s price. (hpcstage's own fleet is costed by bench/sim/des.py.)
     memory_gb: float = 1.0
-    memory_gb_by_function: tuple[tuple[str, float], ...] = (
-        ("validate", 0.25),
-        ("plan", 1.0),
-        ("list", 1.0),
-        ("continue", 0.5),
-        ("reduce", 2.0),
-        ("reader", 1.0),
-    )
+    memory_gb_by_function: tuple[tuple[str, float], ...] = (("list", 1.0),)
     # Price (us-east-1, x86): $0.0000166667 per GB-s and $0.20 per 1M requests (AWS Lambda pricing).
     price_gb_s: float = 0.0000166667
     price_per_request: float = 0.20 / 1_000_000
@@ -104,8 +97,7 @@ class StepFunctionsParams:
     # Transitions: each child execution ~2 (start + Task); the parent ~6 per round (Map, Choice, Pass...).
     transitions_per_child: int = 2
     transitions_per_round: int = 6
-    # The reducer of the static-nohints peer (hpcstage's own Continue/Reduce tasks run for real):
-    # assumption 0.5 s + 2 ms per result (parallel GETs).
+    # The reducer of the static-nohints peer: assumption 0.5 s + 2 ms per result (parallel GETs).
     reduce_fixed_s: float = 0.5
     reduce_per_result_s: float = 0.002
     # Distributed Map's own s3:listObjectsV2 ItemReader, batched 1,000 items per child (ItemBatcher).
@@ -114,14 +106,8 @@ class StepFunctionsParams:
 
 @dataclass(frozen=True)
 class HpcstageParams:
-    """The execution input given to hpcstage's state machine (None: the state machine's own default,
-    taken at run time from hpcstage.inventory.tasks.validate_input, so the benchmark follows the code)."""
+    """Settings of the peers that run on hpcstage's platform (Lambda + Distributed Map) without its fleet."""
 
-    max_concurrency: int | None = None  # default 1,000 (tasks.DEFAULT_MAX_CONCURRENCY)
-    target_shards: int | None = None  # default = max_concurrency
-    # default 60 s (tasks.DEFAULT_SHARD_SECONDS); list_task also stops 60 s before the Lambda timeout
-    shard_seconds: int | None = None
-    min_shard_objects: int | None = None  # default 50,000 (tasks.DEFAULT_MIN_SHARD_OBJECTS)
     # Peers that run on the same Lambda/Distributed Map platform without splitting (static ranges)
     # resume a range that outlives one invocation from its checkpoint, stopping at this budget.
     static_budget_s: float = 840.0

@@ -35,7 +35,6 @@ from bench.sim.fastpath import (
     NullStore,
     PageStats,
     no_parquet_diff,
-    virtual_result_readers,
 )
 from bench.sim.params import SimParams
 from bench.sim.s3 import LambdaTimeout, LazyPage, S3World, SimS3Client
@@ -449,6 +448,5 @@ def simulate(
     """One strategy on a fresh simulated bucket (fresh rate limiter and tallies)."""
     world = S3World(ks, params, fast=fast)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(virtual_result_readers())
         stack.enter_context(no_parquet_diff())
         return run_strategy(strategy, world, seq)

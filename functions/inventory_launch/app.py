@@ -1,6 +1,7 @@
-"""The fleet state machine's Validate and Launch steps (one function: the launcher validates its own input).
+"""The inventory state machine's ValidateInput and Launch steps (one function: the launcher validates its own input).
 
-``{"input": ..., "run_id": ..., "started": ...}`` validates an execution input (the first state);
+``{"input": ..., "run_id": ..., "started": ...}`` checks an execution input against
+schemas/inventory-input.schema.json and fills its defaults (the first state);
 ``{"config": ..., "task_token": ...}`` writes the run's meta item and seed ranges (once) and invokes the
 listers asynchronously; the listers answer the task token when the run is done.
 """
@@ -33,7 +34,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             table=os.environ["FLEET_TABLE"],
             lister_timeout_s=int(os.environ.get("LISTER_TIMEOUT_SECONDS", "900")),
         )
-        logger.info("fleet inventory requested", extra={"bucket": cfg.bucket, "prefix": cfg.prefix})
+        logger.info("inventory requested", extra={"bucket": cfg.bucket, "prefix": cfg.prefix})
+        metrics.add_metric(name="InventoriesRequested", unit=MetricUnit.Count, value=1)
         return {"config": cfg.to_dict(), "started": cfg.started}
     out = fleet.launch(
         s3=clients.s3(),

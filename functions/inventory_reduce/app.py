@@ -1,4 +1,5 @@
-"""Check completeness, merge statistics, write manifest, summary and report."""
+"""The inventory's Reduce step: every range listed and the pieces tile the key space; then manifest, Parquet,
+summary, report, the Hive partition and the _latest pointer (fleet.reduce_run)."""
 
 import os  # noqa: F401
 from typing import Any
@@ -7,7 +8,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from hpcstage import clients
-from hpcstage.inventory import tasks
+from hpcstage.inventory import fleet
 
 logger = Logger()
 tracer = Tracer()
@@ -18,8 +19,8 @@ metrics = Metrics()
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    cfg = tasks.config_from(event["config"])
-    out = tasks.reduce_task(clients.s3(), cfg, int(event["rounds"]), str(event["started"]))
+    cfg = fleet.FleetConfig.from_dict(event["config"])
+    out = fleet.reduce_run(s3=clients.s3(), ddb=clients.client("dynamodb"), cfg=cfg)
     metrics.add_metric(name="Objects", unit=MetricUnit.Count, value=out["objects"])
     metrics.add_metric(name="ListRequests", unit=MetricUnit.Count, value=out["list_requests"])
     return out

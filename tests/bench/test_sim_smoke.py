@@ -117,12 +117,10 @@ def test_url_encoding_round_trips_through_list_page() -> None:
     assert bisect.bisect_right([ks.key(r) for r in range(ks.n)], ks.key(999)) == 1000
 
 
-def test_result_reads_run_in_virtual_parallel() -> None:
-    # continue_task/reduce_task read results through hpcstage.inventory.tasks.parallel_map (32 threads): in the
-    # simulator n GETs cost about ceil(n/32) GET latencies on the caller's clock, deterministically.
-    from hpcstage.inventory import tasks
-
-    from bench.sim.fastpath import virtual_result_readers
+def test_a_virtual_thread_pool_runs_reads_in_virtual_parallel() -> None:
+    # A pool of 32 virtual lanes (the peers' reducers read results this way): n GETs cost about ceil(n/32) GET
+    # latencies on the caller's clock, deterministically.
+    from bench.sim.s3 import VirtualThreadPool
 
     world = S3World(K.make("uniform", 1_000), DEFAULT)
     keys = [f"results/{i}.json" for i in range(320)]
@@ -131,8 +129,8 @@ def test_result_reads_run_in_virtual_parallel() -> None:
 
     def elapsed() -> float:
         client = world.client(100.0)
-        with virtual_result_readers():
-            got = tasks.parallel_map(lambda k: client.get_object(Bucket="res", Key=k)["Body"].read(), keys)
+        pool = VirtualThreadPool(max_workers=32)
+        got = list(pool.map(lambda k: client.get_object(Bucket="res", Key=k)["Body"].read(), keys))
         assert got == [b"{}"] * len(keys)
         return client.now() - 100.0
 

@@ -231,6 +231,10 @@ def test_the_fleet_lists_every_version_exactly(monkeypatch: pytest.MonkeyPatch) 
                 )
             )
         assert n == len(expected["rows"]) and rows == expected["rows"]
+        # a versions run is no audit's baseline (an audit compares current objects): no _latest pointer
+        assert "Contents" not in s3.list_objects_v2(Bucket=tf.RESULTS, Prefix="inventory/bkt/_latest/")
+        hive = s3.list_objects_v2(Bucket=tf.RESULTS, Prefix="inventory/bkt/hive/")["Contents"]
+        assert len([o for o in hive if o["Key"].endswith("/symlink.txt")]) == 1
     finally:
         next(gen, None)
 

@@ -418,7 +418,7 @@ def test_run_inventory_state_machine_locally(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     result = json.loads(r.stdout)
     assert result["status"] == "SUCCEEDED" and result["output"]["objects"] == 3000
-    # progress from the running state machine: the listers' counts after each listing round
+    # progress from the running state machine: the counts the fleet's leases hold, as the listers checkpoint
     counts = [line for line in r.stderr.splitlines() if line.startswith("  listing: ")]
     assert counts and counts[-1].startswith("  listing: 3,000 objects, ")
 

@@ -1,4 +1,4 @@
-"""statemachines/inventory_fleet.asl.json executed offline: the real ASL and handlers, moto S3 + DynamoDB.
+"""statemachines/inventory.asl.json (the fleet) executed offline: the real ASL and handlers, moto S3 + DynamoDB.
 
 The launcher invokes the listers with InvocationType=Event; the local runtime runs each asynchronous invoke
 in its own thread (motopatch "lambda"), so the listers run concurrently and answer the Launch task's token
@@ -30,7 +30,7 @@ def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def run(stack: Any, event: Any) -> Any:
     aws, deployed = stack
-    return aws.run(deployed.arn("InventoryFleetStateMachine"), event, timeout_s=120, poll_s=0.2)
+    return aws.run(deployed.arn("InventoryStateMachine"), event, timeout_s=120, poll_s=0.2)
 
 
 def make_bucket(stack: Any, objects: dict[str, tuple[int, str]]) -> str:
@@ -102,4 +102,4 @@ def test_malformed_input_fails_in_the_first_state(fleet_stack: Any) -> None:
     entered = [
         e["stateEnteredEventDetails"]["name"] for e in res.history if e["type"].endswith("StateEntered")
     ]
-    assert entered[0] == "Validate" and "Launch" not in entered
+    assert entered[0] == "ValidateInput" and "Launch" not in entered

@@ -334,7 +334,7 @@ def test_the_demo_stages_runs_a_job_and_releases(local_stack: Any, tmp_path: Pat
     aws, deployed = local_stack
     aws.client("s3").create_bucket(Bucket=DEMO_BUCKET)
     seed_bucket(DEMO_BUCKET, demo_objects(3000))  # sizes only, no bodies: the demo writes those
-    event = {"bucket": DEMO_BUCKET, "max_concurrency": 4, "streams": 2}
+    event = {"bucket": DEMO_BUCKET, "max_listers": 2, "streams": 2}
     inv = aws.run(deployed.arn("InventoryStateMachine"), event, timeout_s=120, poll_s=0.2)
     assert inv.status == "SUCCEEDED", (inv.error, inv.cause)
     printed = io.StringIO()

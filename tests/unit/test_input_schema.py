@@ -1,4 +1,5 @@
-"""The documented input schema, the examples in events/ and the validator agree."""
+"""The one documented input of the inventory state machine: schemas/inventory-input.schema.json, the examples in
+events/ and the validator (hpcstage.inventory.fleet.validate_input, through hpcstage.inputs) agree."""
 
 from __future__ import annotations
 
@@ -8,38 +9,34 @@ from pathlib import Path
 import jsonschema
 import pytest
 from hpcstage.errors import InputError
-from hpcstage.inventory.tasks import validate_input
+from hpcstage.inventory.fleet import validate_input
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "layers/core/hpcstage/schemas/inventory-input.schema.json").read_text())
-# inventory-fleet-*.json are inputs of the fleet state machine (hpcstage.inventory.fleet.validate_input)
-EXAMPLES = sorted(
-    p for p in (ROOT / "events").glob("inventory-*.json") if not p.name.startswith("inventory-fleet")
-)
-FLEET_EXAMPLES = sorted((ROOT / "events").glob("inventory-fleet-*.json"))
+EXAMPLES = sorted((ROOT / "events").glob("inventory-*.json"))
+
+
+def check(event: object, **kw: object) -> object:
+    args: dict[str, object] = {
+        "run_id": "run-1",
+        "started": "2026-01-01T00:00:00Z",
+        "results_bucket": "results",
+        "table": "t",
+    }
+    return validate_input(event, **{**args, **kw})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_examples_are_valid(path: Path) -> None:
     event = json.loads(path.read_text())
     jsonschema.validate(event, SCHEMA)
-    cfg = validate_input(event, run_id="run-1", results_bucket="results")
-    assert cfg.bucket == event["bucket"]
-
-
-@pytest.mark.parametrize("path", FLEET_EXAMPLES, ids=lambda p: p.name)
-def test_fleet_examples_are_valid(path: Path) -> None:
-    from hpcstage.inventory import fleet
-
-    event = json.loads(path.read_text())
-    cfg = fleet.validate_input(
-        event, run_id="run-1", started="2026-01-01T00:00:00Z", results_bucket="results", table="t"
-    )
-    assert cfg.bucket == event["bucket"]
+    cfg = check(event)
+    assert cfg.bucket == event["bucket"]  # type: ignore[attr-defined]
+    for name, value in event.items():
+        assert getattr(cfg, name) == value, name
 
 
 def test_there_is_an_example_for_each_use() -> None:
-    assert [p.name for p in FLEET_EXAMPLES] == ["inventory-fleet-bucket.json"]
     assert [p.name for p in EXAMPLES] == [
         "inventory-audit.json",
         "inventory-bucket.json",
@@ -48,90 +45,134 @@ def test_there_is_an_example_for_each_use() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("event", "message"),
-    [
-        ([], "must be a JSON object"),
-        ({}, "'bucket' must be an S3 bucket name"),
-        ({"bucket": "Bad_Bucket"}, "'bucket' must be an S3 bucket name"),
-        (
-            {"bucket": "ok-bucket", "max_concurrency": 0},
-            "'max_concurrency' must be a whole number from 1 to 10000",
-        ),
-        ({"bucket": "ok-bucket", "max_concurrency": True}, "'max_concurrency' must be a whole number"),
-        (
-            {"bucket": "ok-bucket", "shard_seconds": 900},
-            "'shard_seconds' must be a whole number from 5 to 840",
-        ),
-        ({"bucket": "ok-bucket", "audit": "yes"}, "'audit' must be true or false"),
-        ({"bucket": "ok-bucket", "bukcet": "x"}, "unknown input field(s): bukcet"),
-    ],
-)
-def test_malformed_input_says_what_is_wrong(event: object, message: str) -> None:
-    with pytest.raises(InputError) as err:
-        validate_input(event, run_id="run-1", results_bucket="results")
-    assert message in str(err.value)
-    if isinstance(event, dict):
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(event, SCHEMA)
+def test_the_scheduled_audits_default_input_is_valid() -> None:
+    from hpcstage.local.cfn import load_template
 
-
-def test_defaults() -> None:
-    cfg = validate_input({"bucket": "ok-bucket"}, run_id="run-1", results_bucket="results")
-    assert (
-        cfg.prefix,
-        cfg.max_concurrency,
-        cfg.streams,
-        cfg.shard_seconds,
-        cfg.audit,
-    ) == (
-        "",
-        1000,
-        8,
-        60,
-        False,
-    )
-    assert cfg.root == "inventory/ok-bucket/run-1"
-
-
-FLEET_SCHEMA = json.loads(
-    (ROOT / "layers/core/hpcstage/schemas/inventory-fleet-input.schema.json").read_text()
-)
-
-
-@pytest.mark.parametrize("path", FLEET_EXAMPLES, ids=lambda p: p.name)
-def test_fleet_examples_match_the_fleet_schema(path: Path) -> None:
-    jsonschema.validate(json.loads(path.read_text()), FLEET_SCHEMA)
+    default = load_template(ROOT / "template.yaml")["Parameters"]["AuditInput"]["Default"]
+    event = json.loads(default)
+    jsonschema.validate(event, SCHEMA)
+    assert check(event).audit is True  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
     ("event", "message"),
     [
-        ({"bucket": "ok-bucket", "versions": "yes"}, "'versions' must be true or false"),
-        ({"bucket": "ok-bucket", "access": {"profile": "lab"}}, "unknown 'access' field(s): profile"),
-        ({"bucket": "ok-bucket", "access": {"role_arn": "arn:aws:iam::1:user/x"}}, "not an IAM role ARN"),
+        ([], "the input must be a JSON object, got list"),
+        ({}, "'bucket' must be an S3 bucket name (e.g. \"my-data\"); it is missing"),
+        ({"bucket": "Bad_Bucket"}, '\'bucket\' must be an S3 bucket name (e.g. "my-data"), got "Bad_Bucket"'),
+        (
+            {"bucket": "ok-bucket", "max_listers": 0},
+            "'max_listers' must be a whole number from 1 to 1000, got 0",
+        ),
+        (
+            {"bucket": "ok-bucket", "max_listers": True},
+            "'max_listers' must be a whole number from 1 to 1000, got true",
+        ),
+        ({"bucket": "ok-bucket", "streams": 65}, "'streams' must be a whole number from 1 to 64, got 65"),
+        (
+            {"bucket": "ok-bucket", "lease_seconds": 0},
+            "'lease_seconds' must be a whole number from 1 to 600, got 0",
+        ),
+        ({"bucket": "ok-bucket", "audit": "yes"}, "'audit' must be true or false, got \"yes\""),
+        ({"bucket": "ok-bucket", "versions": "yes"}, "'versions' must be true or false, got \"yes\""),
+        (
+            {"bucket": "ok-bucket", "bukcet": "x"},
+            "unknown input field(s): bukcet; allowed: access, audit, bucket, checkpoint_pages, lease_seconds, "
+            "max_launches, max_listers, prefix, stats_depth, streams, versions",
+        ),
+        (
+            {"bucket": "ok-bucket", "access": {"profile": "lab"}},
+            "unknown 'access' field(s): profile; allowed: external_id, request_payer, role_arn, unsigned",
+        ),
+        (
+            {"bucket": "ok-bucket", "access": "lab"},
+            "'access' must be an object {role_arn, external_id, request_payer, unsigned}, got \"lab\"",
+        ),
+        (
+            {"bucket": "ok-bucket", "access": {"role_arn": "arn:aws:iam::1:user/x"}},
+            "'access.role_arn' must be an IAM role ARN (e.g. \"arn:aws:iam::210987654321:role/hpcstage-read\"), "
+            'got "arn:aws:iam::1:user/x"',
+        ),
         (
             {"bucket": "ok-bucket", "access": {"request_payer": "yes"}},
-            "'access.request_payer' must be true or false",
+            "'access.request_payer' must be true or false, got \"yes\"",
         ),
-        ({"bucket": "ok-bucket", "streams": 0}, "'streams' must be a whole number from 1 to 64"),
     ],
 )
-def test_malformed_fleet_input_fails_the_validator_and_the_schema(
-    event: dict[str, object], message: str
+def test_malformed_input_fails_the_validator_and_the_schema_with_one_exact_line(
+    event: object, message: str
 ) -> None:
-    from hpcstage.inventory import fleet
-
     with pytest.raises(InputError) as err:
-        fleet.validate_input(event, run_id="r", started="s", results_bucket="res", table="t")
-    assert message in str(err.value)
+        check(event)
+    assert str(err.value) == message
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(event, FLEET_SCHEMA)
+        jsonschema.validate(event, SCHEMA)
 
 
-def test_a_versioned_cross_account_fleet_input_is_valid_for_both() -> None:
-    from hpcstage.inventory import fleet
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ({"bucket": "a..b"}, '\'bucket\' must be an S3 bucket name (e.g. "my-data"), got "a..b"'),
+        (
+            {"bucket": "ok-bucket", "prefix": "é" * 513},
+            "'prefix' must be at most 1,024 bytes of UTF-8 (S3's limit for a key)",
+        ),
+        (
+            {"bucket": "ok-bucket", "audit": True, "versions": True},
+            "'audit' compares the current objects of two runs; it cannot be combined with 'versions' "
+            "(run the audit without 'versions')",
+        ),
+        (
+            {"bucket": "ok-bucket", "access": {"external_id": "lab-1"}},
+            "an external id is only used with a role to assume (--role-arn)",
+        ),
+        (
+            {
+                "bucket": "ok-bucket",
+                "access": {"unsigned": True, "role_arn": "arn:aws:iam::210987654321:role/r"},
+            },
+            "--no-sign-request sends no credentials: it cannot be combined with a role or profile",
+        ),
+    ],
+)
+def test_what_the_schema_cannot_say_is_checked_after_it(event: object, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        check(event)
+    assert str(err.value) == message
 
+
+def test_bad_run_id() -> None:
+    with pytest.raises(InputError) as err:
+        check({"bucket": "ok-bucket"}, run_id="a/b")
+    assert str(err.value) == "run id 'a/b' is not a valid name"
+
+
+def test_defaults_are_the_schemas() -> None:
+    cfg = check({"bucket": "ok-bucket"}, lister_timeout_s=900)
+    props = SCHEMA["properties"]
+    assert (
+        cfg.prefix,  # type: ignore[attr-defined]
+        cfg.max_listers,  # type: ignore[attr-defined]
+        cfg.streams,  # type: ignore[attr-defined]
+        cfg.lease_seconds,  # type: ignore[attr-defined]
+        cfg.checkpoint_pages,  # type: ignore[attr-defined]
+        cfg.stats_depth,  # type: ignore[attr-defined]
+        cfg.audit,  # type: ignore[attr-defined]
+        cfg.max_launches,  # type: ignore[attr-defined]
+        cfg.versions,  # type: ignore[attr-defined]
+        cfg.access,  # type: ignore[attr-defined]
+    ) == ("", 10, 8, 30.0, 50, 1, False, 20, False, {})
+    assert [props[k]["default"] for k in ("max_listers", "streams", "lease_seconds", "max_launches")] == [
+        10,
+        8,
+        30,
+        20,
+    ]
+    assert cfg.root == "inventory/ok-bucket/run-1"  # type: ignore[attr-defined]
+    assert (cfg.launch_timeout_seconds, cfg.stop_margin_seconds) == (1020, 60.0)  # type: ignore[attr-defined]
+
+
+def test_a_versioned_cross_account_input_is_valid() -> None:
     event = {
         "bucket": "collab-data",
         "versions": True,
@@ -141,14 +182,12 @@ def test_a_versioned_cross_account_fleet_input_is_valid_for_both() -> None:
             "request_payer": True,
         },
     }
-    jsonschema.validate(event, FLEET_SCHEMA)
-    cfg = fleet.validate_input(event, run_id="r", started="s", results_bucket="res", table="t")
-    assert cfg.versions and cfg.access["role_arn"] == "arn:aws:iam::210987654321:role/read"
+    jsonschema.validate(event, SCHEMA)
+    cfg = check(event)
+    assert cfg.versions  # type: ignore[attr-defined]
+    assert cfg.access == event["access"]  # type: ignore[attr-defined]
 
 
-def test_the_round_machine_refuses_a_directory_bucket() -> None:
-    from hpcstage.errors import InputError
-    from hpcstage.inventory.tasks import validate_input
-
+def test_a_directory_bucket_is_refused_with_the_command_that_lists_it() -> None:
     with pytest.raises(InputError, match=r"directory bucket.*hpcstage inventory s3://a--use1-az4--x-s3/"):
-        validate_input({"bucket": "a--use1-az4--x-s3"}, run_id="r", results_bucket="b")
+        check({"bucket": "a--use1-az4--x-s3"})

@@ -23,13 +23,17 @@ from hpcstage.inputs import schema, validate
             "'prefix' must be a string of at most 1,024 characters, got 3",
         ),
         (
-            {"bucket": "ok-bucket", "shard_pages": 0},
-            "'shard_pages' must be a whole number from 1 to 10000000, got 0",
+            {"bucket": "ok-bucket", "checkpoint_pages": 0},
+            "'checkpoint_pages' must be a whole number from 1 to 10000, got 0",
         ),
         (
             {"bucket": "ok-bucket", "x": 1, "a": 2},
-            "unknown input field(s): a, x; allowed: audit, bucket, max_concurrency, prefix, shard_pages, "
-            "shard_seconds, stats_depth, streams",
+            "unknown input field(s): a, x; allowed: access, audit, bucket, checkpoint_pages, lease_seconds, "
+            "max_launches, max_listers, prefix, stats_depth, streams, versions",
+        ),
+        (
+            {"bucket": "ok-bucket", "access": {"unsigned": True, "profile": "x", "b": 1}},
+            "unknown 'access' field(s): b, profile; allowed: external_id, request_payer, role_arn, unsigned",
         ),
     ],
 )
@@ -50,7 +54,7 @@ def test_defaults_are_the_schemas() -> None:
     props = schema("inventory-input")["properties"]
     filled = validate({"bucket": "ok-bucket"}, "inventory-input")
     assert filled == {"bucket": "ok-bucket", **{k: p["default"] for k, p in props.items() if "default" in p}}
-    assert "shard_pages" not in filled  # no default: the budget is off unless asked for
+    assert filled["access"] == {} and filled["max_listers"] == 10
 
 
 @pytest.mark.parametrize("bucket", ["ok-bucket\n", "ok-bucket\n\n", "\nok-bucket"])

@@ -451,17 +451,49 @@ def test_trigger_may_use_only_what_powertools_idempotency_calls(template: dict[s
     assert ddb[0]["Resource"] == {"Fn::GetAtt": ["StagingIdempotencyTable", "Arn"]}
 
 
-def test_inventory_machine_reads_only_the_results_prefix_and_describes_executions(
+def test_inventory_machine_may_invoke_its_two_functions_and_put_events_only(template: dict[str, Any]) -> None:
+    """The fleet machine runs no Distributed Map: it reads nothing in S3 and starts no executions."""
+    props = template["Resources"]["InventoryStateMachine"]["Properties"]
+    assert props["DefinitionUri"] == "statemachines/inventory.asl.json"
+    assert props["Name"] == {"Fn::Sub": "${AWS::StackName}-inventory"}
+    invoke = [p["LambdaInvokePolicy"]["FunctionName"] for p in props["Policies"] if "LambdaInvokePolicy" in p]
+    assert invoke == [{"Ref": "FleetLaunchFunction"}, {"Ref": "FleetReduceFunction"}]
+    assert [(s["Action"], s["Resource"]) for s in _statements(props)] == [
+        (
+            "events:PutEvents",
+            {"Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"},
+        )
+    ]
+
+
+def test_one_inventory_machine_started_by_the_schedule_and_watched_by_the_alarm(
     template: dict[str, Any],
 ) -> None:
-    props = template["Resources"]["InventoryStateMachine"]["Properties"]
-    assert not any("S3ReadPolicy" in p for p in props["Policies"] if isinstance(p, dict))
-    by_action = {a: s["Resource"] for s in _statements(props) for a in _actions(s)}
-    assert by_action["s3:GetObject"] == {"Fn::Sub": "${ResultsBucket.Arn}/${ResultsPrefix}/*"}
-    assert by_action["states:StartExecution"]["Fn::Sub"].endswith(":stateMachine:${AWS::StackName}-inventory")
-    for action in ("states:DescribeExecution", "states:StopExecution"):
-        arns = [r["Fn::Sub"] for r in by_action[action]]
-        assert all(":execution:${AWS::StackName}-inventory" in a for a in arns), arns
+    resources = template["Resources"]
+    machines = sorted(n for n, r in resources.items() if r["Type"] == "AWS::Serverless::StateMachine")
+    assert machines == ["InventoryStateMachine", "StagingStateMachine"]
+    assert resources["AuditSchedule"]["Properties"]["Target"]["Arn"] == {"Ref": "InventoryStateMachine"}
+    role = resources["AuditScheduleRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    assert role == [
+        {"Effect": "Allow", "Action": "states:StartExecution", "Resource": {"Ref": "InventoryStateMachine"}}
+    ]
+    dims = resources["FailedExecutionsAlarm"]["Properties"]["Dimensions"]
+    assert dims == [{"Name": "StateMachineArn", "Value": {"Ref": "InventoryStateMachine"}}]
+    assert sorted(template["Outputs"]) == sorted(
+        [
+            "InventoryStateMachineArn",
+            "ResultsBucketName",
+            "StagingStateMachineArn",
+            "StagingNotificationTopicArn",
+            "StagingIdempotencyTableName",
+            "StagingClusterPolicyArn",
+        ]
+    )
+    assert sorted(p.name for p in (ROOT / "functions").iterdir() if p.name.startswith("inventory_")) == [
+        "inventory_launch",
+        "inventory_lister",
+        "inventory_reduce",
+    ]
 
 
 def test_the_lister_may_assume_only_the_named_roles(template: dict[str, Any]) -> None:

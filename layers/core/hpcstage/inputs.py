@@ -139,7 +139,7 @@ def _message(err: Any, doc: dict[str, Any]) -> str:
         return f"'{field}' {custom.format(got=got)}"
     if err.validator == "type" and not path:
         return f"the input must be a JSON object, got {type(err.instance).__name__}"
-    if err.validator == "additionalProperties":
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         unknown = ", ".join(sorted(set(err.instance) - set(props)))
         allowed = ", ".join(sorted(props))
         if not path:

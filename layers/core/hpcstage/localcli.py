@@ -111,18 +111,16 @@ def seed_bucket(
 
 class _RunWatch:
     """`hpcstage run`'s progress: the states as they are entered, and while the listers run, the counts
-    of their results in the results bucket (objects, bytes, LIST requests, ranges), as a line every
-    ``interval`` seconds: the same figures `hpcstage inventory` shows, from the running state machine."""
+    their leases hold in the fleet's DynamoDB table (objects, bytes, LIST requests, ranges done: what each
+    lease recorded at its last checkpoint), as a line every ``interval`` seconds."""
 
     def __init__(self, aws: Any, stream: Any, interval: float = 5.0) -> None:
         self.aws = aws
         self.stream = stream
         self.interval = interval
-        self.maps = 0
-        self.root: tuple[str, str] | None = None  # (results bucket, run root) once validated
+        self.run: tuple[str, str] | None = None  # (fleet table, run id) once validated
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._seen: dict[str, tuple[int, int, int, int]] = {}
         self._start = time.monotonic()
         self._lock = threading.Lock()
         self._last = ""
@@ -136,48 +134,33 @@ class _RunWatch:
             self._say(f"  -> {ev.get('stateEnteredEventDetails', {}).get('name')}")
         elif t == "TaskStateExited":
             details = ev.get("stateExitedEventDetails", {})
-            if details.get("name") == "ValidateInput" and self.root is None:
+            if details.get("name") == "ValidateInput" and self.run is None:
                 cfg = json.loads(details.get("output") or "{}").get("config", {})
                 if cfg:
-                    from .inventory.output import run_root
-
-                    root = run_root(cfg["results_prefix"], cfg["bucket"], cfg["run_id"])
-                    self.root = (cfg["results_bucket"], root)
+                    self.run = (cfg["table"], cfg["run_id"])
                     self._thread = threading.Thread(target=self._poll, name="run-watch", daemon=True)
                     self._thread.start()
-        elif t == "MapRunStarted":
-            self.maps += 1
-            self._say(f"  -> listing round {self.maps}")
-        elif t == "MapRunSucceeded":
-            self._say_counts()
+            elif details.get("name") == "Launch":
+                self._say_counts()
         elif t == "ExecutionFailed":
             self._say(f"  !! {ev.get('executionFailedEventDetails', {})}")
 
     def counts(self) -> str:
-        """Totals over the lister results written so far (each is read once)."""
-        if self.root is None:
-            return "  listing: no result yet"
-        bucket, root = self.root
-        s3 = self.aws.client("s3")
-        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{root}/results/")
-        for page in pages:
-            for o in page.get("Contents", ()):
-                if o["Key"] not in self._seen:
-                    doc = json.loads(s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read())
-                    rs = doc.get("results", [])
-                    self._seen[o["Key"]] = (
-                        sum(r.get("objects", 0) for r in rs),
-                        sum(r.get("bytes", 0) for r in rs),
-                        sum(r.get("list_requests", 0) for r in rs),
-                        len(rs),
-                    )
-        objects, nbytes, requests, ranges = (
-            (sum(col) for col in zip(*self._seen.values(), strict=True)) if (self._seen) else (0, 0, 0, 0)
-        )
+        """Totals over the run's leases so far (one Query of the lease partition)."""
+        if self.run is None:
+            return "  listing: not started"
+        from .inventory.fleet import FleetStore
+
+        table, run_id = self.run
+        leases = FleetStore(self.aws.client("dynamodb"), table, run_id).leases()
+        objects = sum(lease.objects for lease in leases)
+        nbytes = sum(lease.bytes for lease in leases)
+        requests = sum(lease.requests for lease in leases)
+        done = sum(1 for lease in leases if lease.state == "done")
         el = int(time.monotonic() - self._start)
         return (
-            f"  listing: {objects:,} objects, {human_bytes(nbytes)}, {ranges:,} ranges listed by "
-            f"{len(self._seen):,} lister(s), {requests:,} LIST, {el // 60}:{el % 60:02d}"
+            f"  listing: {objects:,} objects, {human_bytes(nbytes)}, {done:,} of {len(leases):,} ranges listed, "
+            f"{requests:,} LIST, {el // 60}:{el % 60:02d}"
         )
 
     def _say_counts(self) -> None:
@@ -220,7 +203,7 @@ def run_inventory_machine(aws: Any, deployed: Any, event: dict[str, Any], timeou
 
 def read_execution_input(path: str) -> Any:
     """The execution input file, checked against the state machine's schema before anything is deployed."""
-    from .inventory.tasks import validate_input
+    from .inventory.fleet import validate_input
 
     try:
         event = json.loads(Path(path).read_text())
@@ -231,7 +214,7 @@ def read_execution_input(path: str) -> Any:
     except json.JSONDecodeError as err:
         raise InputError(f"{path} is not valid JSON: {err}") from None
     try:
-        validate_input(event, run_id="check", results_bucket="check")
+        validate_input(event, run_id="check", started="", results_bucket="check", table="check")
     except InputError as err:
         raise InputError(f"{path}: {err}") from None
     return event
@@ -286,7 +269,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         event = json.loads((root / "events" / "inventory-bucket.json").read_text())
         # The embedded endpoint (moto in this process) renders ~0.4 s of CPU per 1,000-key page on the same
         # cores as the listers: more streams only add requests there (bench/RESULTS.md). One lister, 4 streams.
-        event.update({"max_concurrency": 1, "streams": 4, "stats_depth": 2})  # two levels to drill into
+        event.update({"max_listers": 1, "streams": 4, "stats_depth": 2})  # two levels to drill into
         t = time.monotonic()
         res = run_inventory_machine(aws, deployed, event)
         if not res.succeeded:

@@ -86,11 +86,12 @@ from decimal import Decimal
 from typing import Any
 
 from ..errors import BucketError, IncompleteInventoryError, InputError
-from ..s3util import BUCKET_NAME, AccessOptions, RequestCounter, access_summary, as_page
+from ..inputs import validate
+from ..s3util import AccessOptions, RequestCounter, access_summary, as_page
 from .directory import DIRECTORY_SUFFIX
 from .lister import ListOptions, list_range
 from .model import KeyRange, PartFile, ShardResult
-from .output import S3Store, latest_key, latest_run, record_latest_run, run_root
+from .output import S3Store, hive_ddl, hive_root, latest_key, latest_run, record_latest_run, run_root
 from .report import execution_summary
 from .runner import finalize, seeds_from_hints
 from .steal import DEFAULT_MIN_SPLIT_PAGES, SplitPolicy
@@ -159,7 +160,7 @@ class FleetConfig:
 
     @property
     def latest_key(self) -> str:
-        """Where the last successful run of this target records its root (shared with the round-based path)."""
+        """Where the last successful run of this target records its root (what an audit seeds from and compares with)."""
         return latest_key(self.results_prefix, self.bucket, self.prefix)
 
     def store(self, s3: Any) -> S3Store:
@@ -173,13 +174,6 @@ class FleetConfig:
         return cls(**d)
 
 
-def _int(event: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
-    value = event.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise InputError(f"'{name}' must be a whole number from {lo} to {hi}, got {value!r}")
-    return value
-
-
 def validate_input(
     event: Any,
     *,
@@ -190,47 +184,29 @@ def validate_input(
     results_prefix: str = "inventory",
     lister_timeout_s: int = 900,
 ) -> FleetConfig:
-    """Check an execution input of the fleet state machine; every message says what is wrong."""
-    if not isinstance(event, dict):
-        raise InputError(f"the input must be a JSON object, got {type(event).__name__}")
-    known = {
-        "bucket",
-        "prefix",
-        "max_listers",
-        "streams",
-        "lease_seconds",
-        "checkpoint_pages",
-        "stats_depth",
-        "audit",
-        "max_launches",
-        "versions",
-        "access",
-    }
-    unknown = sorted(set(event) - known)
-    if unknown:
-        raise InputError(f"unknown input field(s): {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
-    bucket = event.get("bucket")
-    if not isinstance(bucket, str) or not BUCKET_NAME.match(bucket) or ".." in bucket:
-        raise InputError(f"'bucket' must be an S3 bucket name (e.g. \"my-data\"), got {bucket!r}")
+    """Check an execution input against schemas/inventory-input.schema.json (the one documented input of
+    the inventory state machine) and fill its defaults; every message is one line saying what is wrong."""
+    cfg = validate(event, "inventory-input")
+    bucket, prefix = cfg["bucket"], cfg["prefix"]
+    # JSON Schema counts characters; S3 limits a key (so a prefix) to 1,024 bytes of UTF-8
+    if len(prefix.encode()) > 1024:
+        raise InputError("'prefix' must be at most 1,024 bytes of UTF-8 (S3's limit for a key)")
+    if ".." in bucket:
+        raise InputError(f"'bucket' must be an S3 bucket name (e.g. \"my-data\"), got {json.dumps(bucket)}")
     if bucket.endswith(DIRECTORY_SUFFIX):
         raise InputError(
             f"{bucket} is an S3 Express One Zone directory bucket: its listings are unordered and take no "
             f"StartAfter, so the fleet's key ranges cannot split it; inventory it with "
             f"`hpcstage inventory s3://{bucket}/` (a parallel '/' walk)"
         )
-    prefix = event.get("prefix", "")
-    if not isinstance(prefix, str) or len(prefix.encode()) > 1024:
-        raise InputError("'prefix' must be a string of at most 1,024 bytes")
     if not _NAME.match(run_id):
         raise InputError(f"run id {run_id!r} is not a valid name")
-    audit = event.get("audit", False)
-    if not isinstance(audit, bool):
-        raise InputError("'audit' must be true or false")
-    lease = _int(event, "lease_seconds", int(DEFAULT_LEASE_S), 1, 600)
-    versions = event.get("versions", False)
-    if not isinstance(versions, bool):
-        raise InputError("'versions' must be true or false")
-    access = validate_access(event.get("access", {}))
+    if cfg["audit"] and cfg["versions"]:
+        raise InputError(
+            "'audit' compares the current objects of two runs; it cannot be combined with 'versions' "
+            "(run the audit without 'versions')"
+        )
+    access = AccessOptions(**cfg["access"])  # the schema checked the fields; this, how they combine
     return FleetConfig(
         bucket=bucket,
         prefix=prefix,
@@ -238,40 +214,19 @@ def validate_input(
         results_bucket=results_bucket,
         results_prefix=results_prefix,
         table=table,
-        max_listers=_int(event, "max_listers", DEFAULT_MAX_LISTERS, 1, 1000),
-        streams=_int(event, "streams", DEFAULT_STREAMS, 1, 64),
-        lease_seconds=float(lease),
-        checkpoint_pages=_int(event, "checkpoint_pages", DEFAULT_CHECKPOINT_PAGES, 1, 10_000),
-        stats_depth=_int(event, "stats_depth", 1, 1, 16),
-        audit=audit,
-        max_launches=_int(event, "max_launches", DEFAULT_MAX_LAUNCHES, 1, 1000),
+        max_listers=cfg["max_listers"],
+        streams=cfg["streams"],
+        lease_seconds=float(cfg["lease_seconds"]),
+        checkpoint_pages=cfg["checkpoint_pages"],
+        stats_depth=cfg["stats_depth"],
+        audit=cfg["audit"],
+        max_launches=cfg["max_launches"],
         launch_timeout_seconds=int(lister_timeout_s) + 120,
         stop_margin_seconds=min(DEFAULT_STOP_MARGIN_S, max(5.0, lister_timeout_s / 4)),
         started=started,
-        versions=versions,
+        versions=cfg["versions"],
         access=access.to_dict(),
     )
-
-
-ACCESS_FIELDS = ("role_arn", "external_id", "request_payer", "unsigned")
-
-
-def validate_access(value: Any) -> AccessOptions:
-    """The execution input's ``access``: {role_arn, external_id, request_payer, unsigned} (no profiles in Lambda)."""
-    if not isinstance(value, dict):
-        raise InputError("'access' must be an object: {role_arn, external_id, request_payer, unsigned}")
-    unknown = sorted(set(value) - set(ACCESS_FIELDS))
-    if unknown:
-        raise InputError(
-            f"unknown 'access' field(s): {', '.join(unknown)}; allowed: {', '.join(ACCESS_FIELDS)}"
-        )
-    for flag in ("request_payer", "unsigned"):
-        if not isinstance(value.get(flag, False), bool):
-            raise InputError(f"'access.{flag}' must be true or false")
-    for name in ("role_arn", "external_id"):
-        if name in value and not isinstance(value[name], str):
-            raise InputError(f"'access.{name}' must be a string")
-    return AccessOptions(**value)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -867,12 +822,9 @@ def notify_if_done(store: FleetStore, sfn: Any) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
-def _previous_ranges(s3: Any, cfg: FleetConfig) -> list[dict[str, Any]] | None:
-    prev = latest_run(s3, cfg.results_bucket, cfg.latest_key)
-    if prev is None:
-        return None
-    rows: list[dict[str, Any]] = json.loads(prev.get_bytes("ranges.json"))
-    return rows
+def previous_run(s3: Any, cfg: FleetConfig) -> S3Store | None:
+    """The output of the last successful run of the same target (bucket and prefix), if one was recorded."""
+    return latest_run(s3, cfg.results_bucket, cfg.latest_key)
 
 
 def launch(
@@ -889,10 +841,10 @@ def launch(
     """Start (or restart) the fleet of a run: meta + seed ranges once, then ``max_listers`` async listers."""
     store = FleetStore(ddb, cfg.table, cfg.run_id, clock)
     seeds = [KeyRange(id="r0")]
-    if cfg.audit:
-        hints = _previous_ranges(s3, cfg)
-        if hints:
-            seeds = seeds_from_hints(hints, min(MAX_PIECES, cfg.max_listers * cfg.streams))
+    previous = previous_run(s3, cfg) if cfg.audit else None
+    if previous is not None:  # the previous run's per-range counts (ranges.json) seed the ranges
+        hints = json.loads(previous.get_bytes("ranges.json"))
+        seeds = seeds_from_hints(hints, min(MAX_PIECES, cfg.max_listers * cfg.streams))
     if store.create(token, seeds, cfg.started):
         generation = 1
     else:
@@ -1451,7 +1403,13 @@ def _parallel(fn: Callable[[Any], Any], items: Sequence[Any], workers: int = 64)
 
 
 def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time) -> dict[str, Any]:
-    """Every range done and the done pieces tile the key space; then manifest, summary, report."""
+    """Every range done and the done pieces tile the key space; then the run's output (runner.finalize:
+    manifest.json + Parquet in the S3 Inventory schema, summary.json, report.txt, report.html, ranges.json),
+    a dt= partition of the target's Hive table with its athena.sql, and the target's ``_latest`` pointer.
+
+    An audit also compares with the previous run of the target (counts, and object by object). A versions
+    run records no ``_latest`` pointer: audits and their diff compare the current objects of two runs.
+    """
     store = FleetStore(ddb, cfg.table, cfg.run_id, clock)
     meta = store.meta()
     if meta is None:
@@ -1475,6 +1433,8 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
         raise IncompleteInventoryError(
             f"statistics count {merged.objects} objects, the leases {sum(r.objects for r in results)}"
         )
+    previous = previous_run(s3, cfg) if cfg.audit else None
+    hive = S3Store(s3, cfg.results_bucket, hive_root(cfg.results_prefix, cfg.bucket, cfg.prefix))
     summary = finalize(
         out,
         bucket=cfg.bucket,
@@ -1485,12 +1445,17 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
         started=started,
         destination_arn=f"arn:aws:s3:::{cfg.results_bucket}",
         manifest_key_prefix=f"{cfg.root}/",
+        previous_summary=json.loads(previous.get_bytes("summary.json")) if previous else None,
+        previous_store=previous,
         extra_requests=int(meta.get("orphan_requests", 0)),
         extra=access_summary(AccessOptions.from_dict(cfg.access)),
+        hive=hive,
     )
-    record_latest_run(s3, cfg.results_bucket, cfg.latest_key, cfg.root, summary["finished"])
+    hive.put_bytes("athena.sql", hive_ddl(hive.uri()).encode())
+    if not cfg.versions:
+        record_latest_run(s3, cfg.results_bucket, cfg.latest_key, cfg.root, summary["finished"])
     small = execution_summary(summary, f"s3://{cfg.results_bucket}/{cfg.root}/summary.json")
-    small["launches"] = int(meta.get("generation", 1))
+    small.update(ranges_planned=summary["ranges_planned"], launches=int(meta.get("generation", 1)))
     return small
 
 

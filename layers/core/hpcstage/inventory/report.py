@@ -123,7 +123,6 @@ def build_summary(
         "retries": sum(r.retries for r in results),
         "ranges_planned": planned_ranges,
         "ranges_listed": len(results),
-        "continuations": sum(1 for r in results if not r.done),
         "started": started.isoformat(),
         "finished": finished.isoformat(),
         "seconds": round(seconds, 3),
@@ -199,8 +198,7 @@ def render_report(summary: dict[str, Any], top_prefixes: int = 15) -> str:
         f"  bytes          {s['bytes']:,} ({human_bytes(s['bytes'])})",
         f"  LIST requests  {s['list_requests']:,} (${s['list_cost_usd']:.4f}; {s['probe_requests']} outside the "
         "listed ranges)",
-        f"  ranges         {s['ranges_planned']} to start from, {s['ranges_listed']} listed, "
-        f"{s['continuations']} continued",
+        f"  ranges         {s['ranges_planned']} to start from, {s['ranges_listed']} listed",
         f"  time           {s['seconds']:.1f} s ({s['objects_per_second']:,.0f} objects/s)",
         "",
         "By storage class:",

@@ -134,8 +134,9 @@ def run_streams(
 ) -> StreamsOutcome:
     """``workers`` streams list ``seeds``, stealing work from each other, until done or ``should_stop``.
 
-    This is the one listing loop of hpcstage: the local runner calls it with no stop, a Lambda lister with
-    its deadline. Ranges split off while listing are named ``<seed id>.<n>``. A failure in any stream stops
+    The listing loop of the command line's runner (run_inventory); the Lambda fleet's streams call
+    list_range on the ranges they lease instead (inventory/fleet.py). ``should_stop`` stops every stream at
+    a page boundary and returns what is left as the remainder. Ranges split off while listing are named ``<seed id>.<n>``. A failure in any stream stops
     the others and is raised.
     """
     pool = LocalPool(seeds)
