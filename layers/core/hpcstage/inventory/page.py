@@ -8,7 +8,7 @@ one code path from the page on.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 TS = pa.timestamp("ms", tz="UTC")
+_NO_BOOLS = pa.array([], pa.bool_())
 
 
 @dataclass
@@ -26,9 +27,31 @@ class Page:
     etags: pa.Array  # string, without quotes
     classes: pa.Array  # string
     checksums: pa.Array  # string (first algorithm) or null
+    # Columns derived once per page for both the Parquet writer and the statistics (see key_array,
+    # multipart); built on first use, so ``keys`` must not change after that (list_page decodes them
+    # before the page leaves it).
+    _key_array: pa.Array | None = field(default=None, init=False, repr=False, compare=False)
+    _multipart: pa.Array | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def key_array(self) -> pa.Array:
+        """The keys as an Arrow string array (converted from the Python list once)."""
+        if self._key_array is None:
+            self._key_array = pa.array(self.keys, pa.string())
+        return self._key_array
+
+    def multipart(self) -> pa.Array:
+        """is_multipart_uploaded: a multipart upload's ETag is "<md5>-<parts>". A page none of whose ETags
+        holds a '-' (the common case) skips the substring search."""
+        if self._multipart is None:
+            values = self.etags.buffers()[2] if len(self.etags) else None
+            if self.etags.null_count == 0 and (values is None or b"-" not in values.to_pybytes()):
+                self._multipart = pa.repeat(False, len(self.etags)) if len(self.etags) else _NO_BOOLS
+            else:
+                self._multipart = pc.match_substring(self.etags, "-")
+        return self._multipart
 
     def head(self, n: int) -> Page:
         if n >= len(self.keys):
@@ -64,10 +87,17 @@ class Page:
         etags: list[bytes],
         classes: list[bytes],
         checksums: list[bytes] | None,
+        *,
+        quoted: bool = True,
     ) -> Page:
+        """Columns from the raw XML texts; ``quoted``: the ETags still carry their quotes (one leading and
+        one trailing quote, raw or as ``&quot;``, is stripped from each)."""
         n = len(keys)
         etag_arr = pa.array(etags, pa.binary()).cast(pa.string())
-        etag_arr = pc.replace_substring_regex(etag_arr, pattern=r'^(&quot;|")|(&quot;|")$', replacement="")
+        if quoted:
+            etag_arr = pc.replace_substring_regex(
+                etag_arr, pattern=r'^(&quot;|")|(&quot;|")$', replacement=""
+            )
         return cls(
             keys=keys,
             sizes=pa.array(sizes, pa.binary()).cast(pa.string()).cast(pa.int64()),

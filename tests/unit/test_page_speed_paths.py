@@ -1,0 +1,160 @@
+"""The page-wise shortcuts of the listing hot path give exactly what the plain per-key code gives.
+
+URL decoding (``unquote_plus_keys``), the one-pass parse of an S3-style page (quotes stripped in the
+regex), ``Page.multipart`` and the batch shortcuts of ``InventoryStats`` (one class, one prefix, one age
+bucket, the top-N threshold) are each checked against a straightforward reference on hostile input.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+from urllib.parse import quote, unquote_plus
+
+import boto3
+import pyarrow as pa
+import pytest
+from botocore.parsers import create_parser
+from hpcstage import s3util
+from hpcstage.inventory.page import Page
+from hpcstage.s3util import PAGE_KEY, _fast_list_parse, unquote_plus_keys
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+# Every code point S3 accepts in a key that XML can carry once URL-encoded, and the traps of decoding a
+# page in one string: '%' and '+' literal, %25 followed by hex digits, escapes of newlines, non-ASCII.
+HOSTILE = [
+    "".join(chr(c) for c in range(1, 128)),
+    "a b+c%d&e<f>g",
+    "100%25 literal %2541",
+    "line\nbreak\r\ttab",
+    "ü中😀 é",
+    "%",
+    "+",
+    "x" * 1024,
+    "&amp;literal",
+    "test_file(3).png",
+]
+
+
+def s3_encode(key: str) -> str:
+    """EncodingType=url as S3 answers it: UTF-8 percent-encoding, a space as '+'."""
+    return quote(key, safe="/").replace("%20", "+")
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [s3_encode(k) for k in HOSTILE],
+        ["%41", "%%41A"],  # a stray '%' before an escape that decodes to a hex digit
+        ["%2541", "%41"],  # %25 yields '%': never the start of another escape
+        ["%4", "%G1", "tail%"],  # invalid escapes stay as they are
+        ["%e4%b8%ad%E4%B8%AD", "%2b%2B+"],  # lower- and upper-case hex
+        ["%FF%FE", "%C3"],  # invalid UTF-8 after decoding: urllib's replacement characters
+        ["raw\nnewline", "x"],
+        ["a%0Ab", "c"],
+        ["ü%41", "b"],  # raw non-ASCII: urllib decodes the ASCII runs
+        ["".join(f"%{b:02X}" for b in range(128, 256))],  # more distinct escapes than are replaced
+        ["plain", "keys/only"],
+        ["spaces+only"],
+    ],
+)
+def test_unquote_plus_keys_equals_urllib_key_by_key(keys: list[str]) -> None:
+    assert unquote_plus_keys(keys) == [unquote_plus(k) for k in keys]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.text(
+            alphabet=st.sampled_from(["%", "+", "2", "5", "4", "1", "A", "a", "f", "G", "0", " ", "ü", "\n"])
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_unquote_plus_keys_on_any_escape_soup(keys: list[str]) -> None:
+    assert unquote_plus_keys(keys) == [unquote_plus(k) for k in keys]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=20), min_size=1, max_size=8))
+def test_unquote_plus_keys_inverts_s3_encoding(keys: list[str]) -> None:
+    keys = [k.encode("utf-8", "replace").decode("utf-8", "replace") for k in keys]  # no lone surrogates
+    assert unquote_plus_keys([s3_encode(k) for k in keys]) == keys
+
+
+def s3_body(objects: list[dict[str, Any]]) -> bytes:
+    """A ListObjectsV2 answer as S3 writes it (EncodingType=url, ETags quoted as &quot;)."""
+    parts = [
+        '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        f"<Name>bkt</Name><Prefix></Prefix><KeyCount>{len(objects)}</KeyCount><MaxKeys>1000</MaxKeys>"
+        "<EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>"
+    ]
+    for o in objects:
+        checksum = f"<ChecksumAlgorithm>{o['checksum']}</ChecksumAlgorithm>" if o.get("checksum") else ""
+        parts.append(
+            f"<Contents><Key>{s3_encode(o['key'])}</Key><LastModified>{o['date']}</LastModified>"
+            f"<ETag>&quot;{o['etag']}&quot;</ETag>{checksum}<Size>{o['size']}</Size>"
+            f"<StorageClass>{o['class']}</StorageClass></Contents>"
+        )
+    parts.append("</ListBucketResult>")
+    return "".join(parts).encode()
+
+
+def test_an_s3_page_of_hostile_keys_reads_as_botocore_reads_it() -> None:
+    rng = random.Random(3)
+    objects = [
+        {
+            "key": k + str(i),
+            "date": f"2024-0{1 + i % 9}-0{1 + i % 9}T0{i % 10}:00:00.{i % 1000:03d}Z",
+            "etag": "9b2cf535f27731c974343645a3985328" + ("-3" if i % 4 == 0 else ""),
+            "size": rng.randrange(0, 1 << 40),
+            "class": ["STANDARD", "GLACIER", "STANDARD_IA"][i % 3],
+            "checksum": "CRC32" if i % 2 else "CRC64NVME",
+        }
+        for i, k in enumerate(sorted(HOSTILE * 3))
+    ]
+    body = s3_body(objects)
+    first, last = body.find(b"<Contents>"), body.rfind(b"</Contents>") + len(b"</Contents>")
+    assert len(s3util._ONE_PASS.findall(body[first:last])) == len(objects)  # the one-pass path reads it
+
+    s3util._WANT_PAGE.on = True
+    try:
+        resp: dict[str, Any] = {"status_code": 200, "headers": {}, "body": body}
+        custom: dict[str, Any] = {}
+        _fast_list_parse(resp, custom)
+    finally:
+        s3util._WANT_PAGE.on = False
+    page: Page = custom[PAGE_KEY]
+    page.keys = unquote_plus_keys(page.keys)
+
+    model = boto3.client("s3", region_name="us-east-1").meta.service_model.operation_model("ListObjectsV2")
+    expected = create_parser("rest-xml").parse(
+        {"status_code": 200, "headers": {}, "body": body}, model.output_shape
+    )["Contents"]
+    for row in expected:
+        row["Key"] = unquote_plus(row["Key"])
+    assert [o["key"] for o in objects] == [row["Key"] for row in expected]
+    assert page.to_contents() == expected
+    assert page.multipart().to_pylist() == [i % 4 == 0 for i in range(len(objects))]
+
+
+def test_multipart_flags_with_and_without_dashes_nulls_and_slices() -> None:
+    def page(etags: list[str | None]) -> Page:
+        n = len(etags)
+        return Page(
+            [str(i) for i in range(n)],
+            pa.array([0] * n, pa.int64()),
+            pa.nulls(n, pa.timestamp("ms", tz="UTC")),
+            pa.array(etags, pa.string()),
+            pa.array(["STANDARD"] * n, pa.string()),
+            pa.nulls(n, pa.string()),
+        )
+
+    assert page(["a", "b"]).multipart().to_pylist() == [False, False]
+    assert page(["a-2", "b"]).multipart().to_pylist() == [True, False]
+    assert page(["a", None]).multipart().to_pylist() == [False, None]
+    assert page([]).multipart().to_pylist() == []
+    sliced = page(["a", "b-1", "c"]).head(1)  # the values buffer still holds "b-1"
+    assert sliced.multipart().to_pylist() == [False]
