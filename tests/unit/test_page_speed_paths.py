@@ -7,7 +7,10 @@ bucket, the top-N threshold) are each checked against a straightforward referenc
 
 from __future__ import annotations
 
+import heapq
 import random
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, unquote_plus
 
@@ -17,6 +20,7 @@ import pytest
 from botocore.parsers import create_parser
 from hpcstage import s3util
 from hpcstage.inventory.page import Page
+from hpcstage.inventory.stats import AGE_BUCKETS_DAYS, InventoryStats, bit_length
 from hpcstage.s3util import PAGE_KEY, _fast_list_parse, unquote_plus_keys
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -158,3 +162,98 @@ def test_multipart_flags_with_and_without_dashes_nulls_and_slices() -> None:
     assert page([]).multipart().to_pylist() == []
     sliced = page(["a", "b-1", "c"]).head(1)  # the values buffer still holds "b-1"
     assert sliced.multipart().to_pylist() == [False]
+
+
+def reference_stats(
+    rows: list[tuple[str, int, datetime | None, str, str]], prefix: str, depth: int, now: datetime
+) -> dict[str, Any]:
+    """What InventoryStats must count, computed row by row."""
+    pattern = re.compile("^(" + re.escape(prefix) + "(?:[^/]*/){0," + str(depth) + "})")
+    by_class: dict[str, list[int]] = {}
+    by_prefix: dict[str, list[int]] = {}
+    size_hist: dict[int, list[int]] = {}
+    age_hist = [[0, 0] for _ in range(len(AGE_BUCKETS_DAYS) + 1)]
+    dates = []
+    for key, size, date, _etag, cls in rows:
+        for table, group in ((by_class, cls), (size_hist, size.bit_length())):
+            e = table.setdefault(group, [0, 0])  # type: ignore[attr-defined]
+            e[0] += 1
+            e[1] += size
+        m = pattern.match(key)
+        e = by_prefix.setdefault(m.group(1) if m else prefix, [0, 0])
+        e[0] += 1
+        e[1] += size
+        if date is not None:
+            dates.append(date.timestamp())
+            age_ms = int(now.timestamp() * 1000) - int(date.timestamp() * 1000)
+            b = sum(age_ms >= d * 86_400_000 for d in AGE_BUCKETS_DAYS)
+            age_hist[b][0] += 1
+            age_hist[b][1] += size
+    return {
+        "objects": len(rows),
+        "bytes": sum(r[1] for r in rows),
+        "multipart": sum("-" in r[3] for r in rows),
+        "by_class": by_class,
+        "by_prefix": by_prefix,
+        "size_hist": {str(k): v for k, v in size_hist.items()},
+        "age_hist": age_hist,
+        "top": sorted(heapq.nlargest(5, [(r[1], r[0]) for r in rows])),
+        "oldest": min(dates) if dates else None,
+        "newest": max(dates) if dates else None,
+    }
+
+
+def rows_of(
+    shape: str, rng: random.Random, now: datetime
+) -> list[tuple[str, int, datetime | None, str, str]]:
+    n = 3000
+    if shape == "one-prefix":  # every batch takes the one-group shortcuts
+        keys = [f"data/run/{i:06d}" for i in range(n)]
+        dates: list[datetime | None] = [now - timedelta(days=40, seconds=i) for i in range(n)]
+        sizes = [7] * n  # ties everywhere: the top five are decided by key
+        classes = ["GLACIER"] * n
+    else:  # mixed: shallow keys between directories, keys outside the prefix, every age, nulls
+        keys = sorted(
+            [f"data/{rng.choice('abc')}/{i:05d}" for i in range(n // 2)]
+            + [f"data/file{i:05d}" for i in range(n // 4)]
+            + [f"other/{i}" for i in range(n // 4)]
+        )
+        dates = [
+            None if i % 97 == 0 else now - timedelta(days=rng.choice([0, 3, 20, 60, 200, 900, 2000]))
+            for i in range(n)
+        ]
+        sizes = [rng.choice([0, 1, 2, 3, 1 << 20, (1 << 40) - 1, rng.randrange(1 << 30)]) for _ in range(n)]
+        classes = [rng.choice(["STANDARD", "GLACIER", "DEEP_ARCHIVE"]) for _ in range(n)]
+    dates = [d.replace(microsecond=d.microsecond // 1000 * 1000) if d else None for d in dates]
+    etags = [("abc-2" if i % 13 == 0 else "abc") if shape != "one-prefix" else "abc" for i in range(n)]
+    return list(zip(keys, sizes, dates, etags, classes, strict=True))
+
+
+@pytest.mark.parametrize("shape", ["one-prefix", "mixed"])
+@pytest.mark.parametrize(("prefix", "depth"), [("", 1), ("data/", 1), ("data/", 2), ("", 3)])
+def test_stats_shortcuts_count_what_a_row_by_row_count_gives(shape: str, prefix: str, depth: int) -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = rows_of(shape, random.Random(11), now)
+    stats = InventoryStats(prefix=prefix, depth=depth, now=now, top_n=5)
+    stats.batch_rows = 1000  # several batches, each of several pages
+    for at in range(0, len(rows), 250):
+        chunk = rows[at : at + 250]
+        stats.add_page(
+            Page(
+                [r[0] for r in chunk],
+                pa.array([r[1] for r in chunk], pa.int64()),
+                pa.array([r[2] for r in chunk], pa.timestamp("ms", tz="UTC")),
+                pa.array([r[3] for r in chunk], pa.string()),
+                pa.array([r[4] for r in chunk], pa.string()),
+                pa.nulls(len(chunk), pa.string()),
+            )
+        )
+    got = stats.to_dict()
+    got["top"] = sorted(tuple(t) for t in got["top"])
+    expected = reference_stats(rows, prefix, depth, now)
+    assert {k: got[k] for k in expected} == expected
+
+
+def test_bit_length_matches_python() -> None:
+    values = [0, 1, 2, 3, 4, 7, 8, (1 << 48) - 1, 1 << 48, (1 << 53) + 1, (1 << 62), (1 << 63) - 1]
+    assert bit_length(pa.array(values, pa.int64())).to_pylist() == [v.bit_length() for v in values]
