@@ -3,8 +3,8 @@
 A separate process serves canned ListObjectsV2 pages (XML rendered from a key index, so the
 server holds no per-object state); the measuring process lists them (1) with hpcstage's
 list_range (parse, decode, statistics, Parquet parts) and (2) with a plain boto3 paginator that
-only iterates the keys. CPU time is the client process's (user + system, os.times), so the server's
-work is not counted.
+only iterates the keys; (3) the request path alone, on 1-key pages (the floor no parsing change can
+lower). CPU time is the client process's (user + system, os.times), so the server's work is not counted.
 
     python -m bench.cpu_per_key --keys 1000000
 """
@@ -138,6 +138,26 @@ def run_hpcstage(endpoint: str, n: int) -> dict[str, float]:
     return _figures(t0, t1, wall, n) | {"startup_cpu_s": round(startup, 3)}
 
 
+def run_request_floor(endpoint: str, requests: int = 300) -> dict[str, float]:
+    """CPU of the request path alone: hpcstage's client asking for 1-key pages (signing, user agent,
+    endpoint rules, urllib3, response handling). At 1,000 keys a page, its milliseconds per request are
+    the CPU-seconds per million keys that no parsing change can remove."""
+    from hpcstage.s3util import list_page
+
+    s3 = client(endpoint, fast=True)
+    list_page(s3, "bench", "", max_keys=1)
+    t0 = os.times()
+    for i in range(requests):
+        list_page(s3, "bench", "", max_keys=1, start_after=key_of(i))
+    t1 = os.times()
+    ms = ((t1.user - t0.user) + (t1.system - t0.system)) / requests * 1000
+    return {
+        "requests": requests,
+        "cpu_ms_per_request": round(ms, 3),
+        "cpu_s_per_million_at_1000_keys": round(ms, 2),
+    }
+
+
 def run_paginator(endpoint: str, n: int) -> dict[str, float]:
     s3: Any = client(endpoint, fast=False)
     s3.list_objects_v2(Bucket="bench", MaxKeys=1000)  # warm up, as above
@@ -166,12 +186,16 @@ def main() -> None:
         except OSError:
             time.sleep(0.05)
     try:
-        out = {
+        out: dict[str, Any] = {
             "keys": args.keys,
             "paginator": run_paginator(endpoint, args.keys),
             "hpcstage_list_range": run_hpcstage(endpoint, args.keys),
+            "request_floor": run_request_floor(endpoint),
             "python": os.sys.version.split()[0],
         }
+        out["paginator_over_hpcstage"] = round(
+            out["paginator"]["cpu_s_per_million"] / out["hpcstage_list_range"]["cpu_s_per_million"], 1
+        )
     finally:
         proc.terminate()
     print(json.dumps(out, indent=2))
