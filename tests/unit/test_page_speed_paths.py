@@ -1,7 +1,7 @@
 """The page-wise shortcuts of the listing hot path give exactly what the plain per-key code gives.
 
-URL decoding (``unquote_plus_keys``), the one-pass parse of an S3-style page (quotes stripped in the
-regex), ``Page.multipart`` and the batch shortcuts of ``InventoryStats`` (one class, one prefix, one age
+URL decoding (``unquote_plus_keys``), the one-pass parse of an S3-style page, the ETag quote slice
+(``strip_quotes``), ``Page.multipart`` and the batch shortcuts of ``InventoryStats`` (one class, one prefix, one age
 bucket, the top-N threshold) are each checked against a straightforward reference on hostile input.
 """
 
@@ -16,10 +16,11 @@ from urllib.parse import quote, unquote_plus
 
 import boto3
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from botocore.parsers import create_parser
 from hpcstage import s3util
-from hpcstage.inventory.page import Page
+from hpcstage.inventory.page import Page, strip_quotes
 from hpcstage.inventory.stats import AGE_BUCKETS_DAYS, InventoryStats, bit_length
 from hpcstage.s3util import PAGE_KEY, _fast_list_parse, unquote_plus_keys
 from hypothesis import given, settings
@@ -142,6 +143,24 @@ def test_an_s3_page_of_hostile_keys_reads_as_botocore_reads_it() -> None:
     assert [o["key"] for o in objects] == [row["Key"] for row in expected]
     assert page.to_contents() == expected
     assert page.multipart().to_pylist() == [i % 4 == 0 for i in range(len(objects))]
+
+
+@pytest.mark.parametrize(
+    "etags",
+    [
+        ["&quot;9b2c&quot;", "&quot;ü中-2&quot;"],
+        ['"9b2c"', '"x"', '"'],
+        ["&quot;", "&quot;&quot;&quot;", "&quot;&quot;"],  # the entity alone, and quotes inside
+        ['&quot;abc"', "&quot;abc&quot;"],  # not all alike: the regex decides
+        ["plain", "&quot;abc&quot;"],
+        ['"abc"', None, '"d"'],
+        [],
+    ],
+)
+def test_strip_quotes_equals_the_per_etag_regex(etags: list[str | None]) -> None:
+    arr = pa.array(etags, pa.string())
+    expected = pc.replace_substring_regex(arr, pattern=r'^(&quot;|")|(&quot;|")$', replacement="")
+    assert strip_quotes(arr).to_pylist() == expected.to_pylist()
 
 
 def test_multipart_flags_with_and_without_dashes_nulls_and_slices() -> None:

@@ -124,12 +124,9 @@ _WANT_PAGE = threading.local()
 PAGE_KEY = "HpcstagePage"
 
 
-# S3's documented element order inside <Contents>; one pass reads every object of a page. The ETag is
-# read without its quotes (one leading and one trailing, as Page strips them); an ETag with a quote or an
-# entity inside does not match, and its page is read field by field.
+# S3's documented element order inside <Contents>; one pass reads every object of a page.
 _ONE_PASS = re.compile(
-    rb"<Contents><Key>([^<]*)</Key><LastModified>([^<]*)</LastModified>"
-    rb'<ETag>(?:&quot;|")?([^<&"]*)(?:&quot;|")?</ETag>'
+    rb"<Contents><Key>([^<]*)</Key><LastModified>([^<]*)</LastModified><ETag>([^<]*)</ETag>"
     rb"(?:<ChecksumAlgorithm>([^<]*)</ChecksumAlgorithm>)?(?:<ChecksumType>[^<]*</ChecksumType>)?"
     rb"<Size>([^<]*)</Size>(?:<Owner>(?:(?!</Owner>).)*</Owner>)?<StorageClass>([^<]*)</StorageClass>"
     rb"(?:<RestoreStatus>(?:(?!</RestoreStatus>).)*</RestoreStatus>)?</Contents>",
@@ -142,7 +139,7 @@ def _page_from_body(body: bytes, n: int) -> Page | None:
     rows = _ONE_PASS.findall(body)
     if len(rows) == n:
         keys_b, dates, etags, checks, sizes, classes = (list(col) for col in zip(*rows, strict=True))
-        return _page(keys_b, sizes, dates, etags, classes, checks if any(checks) else None, n, quoted=False)
+        return _page(keys_b, sizes, dates, etags, classes, checks if any(checks) else None, n)
     f = {name: rx.findall(body) for name, rx in _PAGE_FIELDS.items()}
     if any(len(f[name]) != n for name in (b"Key", b"LastModified", b"ETag", b"Size", b"StorageClass")):
         return None
@@ -160,7 +157,6 @@ def _page(
     classes: list[bytes],
     checks: list[bytes] | None,
     n: int,
-    quoted: bool = True,
 ) -> Page:
     joined = b"\n".join(raw_keys)
     keys = joined.decode("utf-8").split("\n") if b"&" not in joined else []
@@ -168,7 +164,7 @@ def _page(
         keys = [_xml_text(k) for k in raw_keys]
     if checks is not None:
         checks = [c or None for c in checks]  # type: ignore[misc]
-    return Page.from_xml_fields(keys, sizes, dates, etags, classes, checks, quoted=quoted)
+    return Page.from_xml_fields(keys, sizes, dates, etags, classes, checks)
 
 
 def _fast_list_parse(

@@ -19,6 +19,19 @@ TS = pa.timestamp("ms", tz="UTC")
 _NO_BOOLS = pa.array([], pa.bool_())
 
 
+def strip_quotes(etags: pa.Array) -> pa.Array:
+    """One leading and one trailing quote off each ETag, raw or as ``&quot;`` (as S3 sends them).
+
+    When every ETag starts and ends with the same quote, which is what S3 sends, that is a slice;
+    otherwise a regex per ETag. (No ETag both starts and ends with ``&quot;`` unless it is that entity
+    alone or 12 characters or longer, so the slice and the regex agree.)
+    """
+    for quote in ("&quot;", '"'):
+        if pc.all(pc.starts_with(etags, quote)).as_py() and pc.all(pc.ends_with(etags, quote)).as_py():
+            return pc.utf8_slice_codeunits(etags, len(quote), -len(quote))
+    return pc.replace_substring_regex(etags, pattern=r'^(&quot;|")|(&quot;|")$', replacement="")
+
+
 @dataclass
 class Page:
     keys: list[str]  # decoded
@@ -87,17 +100,9 @@ class Page:
         etags: list[bytes],
         classes: list[bytes],
         checksums: list[bytes] | None,
-        *,
-        quoted: bool = True,
     ) -> Page:
-        """Columns from the raw XML texts; ``quoted``: the ETags still carry their quotes (one leading and
-        one trailing quote, raw or as ``&quot;``, is stripped from each)."""
         n = len(keys)
-        etag_arr = pa.array(etags, pa.binary()).cast(pa.string())
-        if quoted:
-            etag_arr = pc.replace_substring_regex(
-                etag_arr, pattern=r'^(&quot;|")|(&quot;|")$', replacement=""
-            )
+        etag_arr = strip_quotes(pa.array(etags, pa.binary()).cast(pa.string()))
         return cls(
             keys=keys,
             sizes=pa.array(sizes, pa.binary()).cast(pa.string()).cast(pa.int64()),
