@@ -3,10 +3,11 @@
 A separate process serves canned ListObjectsV2 pages (XML rendered from a key index, so the
 server holds no per-object state); the measuring process lists them (1) with hpcstage's
 list_range (parse, decode, statistics, Parquet parts) and (2) with a plain boto3 paginator that
-only iterates the keys. CPU time is the client process's (user + system, os.times), so the server's
-work is not counted.
+only iterates the keys; (3) the request path alone, on 1-key pages (the floor no parsing change can
+lower). CPU time is the client process's (user + system, os.times), so the server's work is not counted.
 
     python -m bench.cpu_per_key --keys 1000000
+    python -m bench.cpu_per_key --keys 200000 --breakdown   # CPU per stage of hpcstage's listing
 """
 
 from __future__ import annotations
@@ -138,6 +139,75 @@ def run_hpcstage(endpoint: str, n: int) -> dict[str, float]:
     return _figures(t0, t1, wall, n) | {"startup_cpu_s": round(startup, 3)}
 
 
+def run_breakdown(endpoint: str, n: int) -> dict[str, float]:
+    """Where the listing's CPU goes: process time spent inside each stage, in CPU-s per million keys.
+
+    The stages are wrapped for this listing only (the wrappers cost a little of their own); "request
+    path" is list_page less the parser and the URL decoding it runs: botocore's request and response
+    handling.
+    """
+    from collections import Counter
+
+    from hpcstage import s3util
+    from hpcstage.inventory import lister, output
+    from hpcstage.inventory import stats as stats_module
+
+    spent: Counter[str] = Counter()
+    restore: list[tuple[Any, str, Any]] = []
+
+    def wrap(owner: Any, name: str, label: str) -> None:
+        original = getattr(owner, name)
+
+        def timed(*args: Any, **kw: Any) -> Any:
+            t = time.process_time()
+            try:
+                return original(*args, **kw)
+            finally:
+                spent[label] += time.process_time() - t
+
+        restore.append((owner, name, original))
+        setattr(owner, name, timed)
+
+    wrap(lister, "list_page", "list_page")
+    wrap(s3util, "_fast_list_parse", "parse (fast page parser)")
+    wrap(s3util, "unquote_plus_keys", "URL decoding")
+    wrap(output.PartWriter, "add_page", "Parquet parts")
+    wrap(stats_module.InventoryStats, "add_page", "statistics")
+    try:
+        figures = run_hpcstage(endpoint, n)
+        # run_hpcstage's warm-up listing is counted too: take its 3,000 keys off the per-key figures
+        per_m = {k: v / (n + 3000) * 1e6 for k, v in spent.items()}
+    finally:
+        for owner, name, original in reversed(restore):
+            setattr(owner, name, original)
+    out = {k: round(v, 2) for k, v in per_m.items() if k != "list_page"}
+    out["request path"] = round(
+        per_m["list_page"] - per_m["parse (fast page parser)"] - per_m["URL decoding"], 2
+    )
+    out["total (wrapped run)"] = figures["cpu_s_per_million"]
+    return out
+
+
+def run_request_floor(endpoint: str, requests: int = 300) -> dict[str, float]:
+    """CPU of the request path alone: hpcstage's client asking for 1-key pages (signing, user agent,
+    endpoint rules, urllib3, response handling). At 1,000 keys a page, its milliseconds per request are
+    the CPU-seconds per million keys that no parsing change can remove."""
+    from hpcstage.s3util import list_page
+
+    s3 = client(endpoint, fast=True)
+    list_page(s3, "bench", "", max_keys=1)
+    t0 = os.times()
+    for i in range(requests):
+        list_page(s3, "bench", "", max_keys=1, start_after=key_of(i))
+    t1 = os.times()
+    ms = ((t1.user - t0.user) + (t1.system - t0.system)) / requests * 1000
+    return {
+        "requests": requests,
+        "cpu_ms_per_request": round(ms, 3),
+        "cpu_s_per_million_at_1000_keys": round(ms, 2),
+    }
+
+
 def run_paginator(endpoint: str, n: int) -> dict[str, float]:
     s3: Any = client(endpoint, fast=False)
     s3.list_objects_v2(Bucket="bench", MaxKeys=1000)  # warm up, as above
@@ -154,6 +224,7 @@ def run_paginator(endpoint: str, n: int) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=1_000_000)
+    ap.add_argument("--breakdown", action="store_true", help="only hpcstage, with CPU per stage")
     args = ap.parse_args()
     port = free_port()
     proc = multiprocessing.Process(target=serve, args=(port, args.keys), daemon=True)
@@ -166,12 +237,19 @@ def main() -> None:
         except OSError:
             time.sleep(0.05)
     try:
-        out = {
+        if args.breakdown:
+            print(json.dumps({"keys": args.keys, "breakdown": run_breakdown(endpoint, args.keys)}, indent=2))
+            return
+        out: dict[str, Any] = {
             "keys": args.keys,
             "paginator": run_paginator(endpoint, args.keys),
             "hpcstage_list_range": run_hpcstage(endpoint, args.keys),
+            "request_floor": run_request_floor(endpoint),
             "python": os.sys.version.split()[0],
         }
+        out["paginator_over_hpcstage"] = round(
+            out["paginator"]["cpu_s_per_million"] / out["hpcstage_list_range"]["cpu_s_per_million"], 1
+        )
     finally:
         proc.terminate()
     print(json.dumps(out, indent=2))

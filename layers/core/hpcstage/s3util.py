@@ -497,13 +497,7 @@ def list_page(
             for obj in resp.get("Contents", ()):
                 obj["Key"] = unquote_plus(obj["Key"])
     elif resp.get("EncodingType") == "url" and page.keys:
-        # URL-encoded keys hold no raw newline, so a page whose keys encode none decodes in one call,
-        # split on newlines (3x faster than per key); a key with %0A makes that ambiguous.
-        joined = "\n".join(page.keys)
-        if "%0A" in joined or "%0a" in joined:
-            page.keys = [unquote_plus(k) for k in page.keys]
-        else:
-            page.keys = unquote_plus(joined).split("\n")
+        page.keys = unquote_plus_keys(page.keys)
     return resp
 
 
@@ -534,6 +528,62 @@ def list_dirs(
             counter.add(attempts, attempts - 1)
     prefixes = [p["Prefix"] for p in resp.get("CommonPrefixes") or () if p.get("Prefix")]
     return prefixes, bool(resp.get("IsTruncated"))
+
+
+_HEX_DIGITS = frozenset(b"0123456789ABCDEFabcdef")
+# A page whose keys use more distinct escapes than this (non-Latin names: every UTF-8 byte is one) is
+# decoded by urllib, whose cost does not grow with the number of distinct escapes.
+_MAX_ESCAPES_REPLACED = 48
+
+
+def _unquote_ascii(raw: bytes) -> bytes | None:
+    """``urllib.parse.unquote_to_bytes(raw)`` when every '%' in ``raw`` starts an escape, else None.
+
+    Each distinct escape is replaced once, everywhere (a C pass), as the leftmost '%' meets it; %25 goes
+    last, so the '%' it yields is never read as the start of another escape. The result is checked on
+    ``raw`` itself: no '%' occurs inside an escape, so the occurrences of distinct escapes are disjoint
+    and their counts add up to the number of '%' exactly when every '%' starts one of them; then the
+    replacements cannot have joined bytes into an escape that ``raw`` did not hold.
+    """
+    work, replaced, percent = raw, [], False
+    at = work.find(b"%")
+    while at >= 0:
+        esc = work[at : at + 3]
+        if len(esc) < 3 or esc[1] not in _HEX_DIGITS or esc[2] not in _HEX_DIGITS:
+            return None
+        if esc == b"%25":
+            percent = True
+            at = work.find(b"%", at + 3)
+            continue
+        replaced.append(esc)
+        if len(replaced) > _MAX_ESCAPES_REPLACED:
+            return None
+        work = work.replace(esc, bytes((int(esc[1:], 16),)))
+        at = work.find(b"%", at)
+    found = sum(raw.count(esc) for esc in replaced) + (raw.count(b"%25") if percent else 0)
+    if found != raw.count(b"%"):
+        return None
+    return work.replace(b"%25", b"%") if percent else work
+
+
+def unquote_plus_keys(keys: list[str]) -> list[str]:
+    """``[unquote_plus(k) for k in keys]``, computed page-wise.
+
+    URL-encoded keys hold no raw newline, so the page is decoded as one newline-joined string and split
+    again (a key with %0A or a raw newline makes that ambiguous: those pages go key by key). An ASCII
+    page is decoded escape by escape rather than urllib's Python loop over every occurrence
+    (``_unquote_ascii``); the UTF-8 decoding with errors="replace" is urllib's.
+    """
+    joined = "\n".join(keys)
+    if joined.count("\n") != len(keys) - 1 or "%0A" in joined or "%0a" in joined:
+        return [unquote_plus(k) for k in keys]
+    if "%" not in joined:
+        return joined.replace("+", " ").split("\n") if "+" in joined else list(keys)
+    if joined.isascii():
+        decoded = _unquote_ascii(joined.encode("ascii").replace(b"+", b" "))
+        if decoded is not None:
+            return decoded.decode("utf-8", "replace").split("\n")
+    return unquote_plus(joined).split("\n")
 
 
 def list_versions_page(

@@ -8,7 +8,7 @@ one code path from the page on.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +16,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 TS = pa.timestamp("ms", tz="UTC")
+_NO_BOOLS = pa.array([], pa.bool_())
+
+
+def strip_quotes(etags: pa.Array) -> pa.Array:
+    """One leading and one trailing quote off each ETag, raw or as ``&quot;`` (as S3 sends them).
+
+    When every ETag starts and ends with the same quote, which is what S3 sends, that is a slice;
+    otherwise a regex per ETag. (No ETag both starts and ends with ``&quot;`` unless it is that entity
+    alone or 12 characters or longer, so the slice and the regex agree.)
+    """
+    for quote in ("&quot;", '"'):
+        if pc.all(pc.starts_with(etags, quote)).as_py() and pc.all(pc.ends_with(etags, quote)).as_py():
+            return pc.utf8_slice_codeunits(etags, len(quote), -len(quote))
+    return pc.replace_substring_regex(etags, pattern=r'^(&quot;|")|(&quot;|")$', replacement="")
 
 
 @dataclass
@@ -26,9 +40,31 @@ class Page:
     etags: pa.Array  # string, without quotes
     classes: pa.Array  # string
     checksums: pa.Array  # string (first algorithm) or null
+    # Columns derived once per page for both the Parquet writer and the statistics (see key_array,
+    # multipart); built on first use, so ``keys`` must not change after that (list_page decodes them
+    # before the page leaves it).
+    _key_array: pa.Array | None = field(default=None, init=False, repr=False, compare=False)
+    _multipart: pa.Array | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def key_array(self) -> pa.Array:
+        """The keys as an Arrow string array (converted from the Python list once)."""
+        if self._key_array is None:
+            self._key_array = pa.array(self.keys, pa.string())
+        return self._key_array
+
+    def multipart(self) -> pa.Array:
+        """is_multipart_uploaded: a multipart upload's ETag is "<md5>-<parts>". A page none of whose ETags
+        holds a '-' (the common case) skips the substring search."""
+        if self._multipart is None:
+            values = self.etags.buffers()[2] if len(self.etags) else None
+            if self.etags.null_count == 0 and (values is None or b"-" not in values.to_pybytes()):
+                self._multipart = pa.repeat(False, len(self.etags)) if len(self.etags) else _NO_BOOLS
+            else:
+                self._multipart = pc.match_substring(self.etags, "-")
+        return self._multipart
 
     def head(self, n: int) -> Page:
         if n >= len(self.keys):
@@ -66,8 +102,7 @@ class Page:
         checksums: list[bytes] | None,
     ) -> Page:
         n = len(keys)
-        etag_arr = pa.array(etags, pa.binary()).cast(pa.string())
-        etag_arr = pc.replace_substring_regex(etag_arr, pattern=r'^(&quot;|")|(&quot;|")$', replacement="")
+        etag_arr = strip_quotes(pa.array(etags, pa.binary()).cast(pa.string()))
         return cls(
             keys=keys,
             sizes=pa.array(sizes, pa.binary()).cast(pa.string()).cast(pa.int64()),

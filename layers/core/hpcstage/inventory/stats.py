@@ -39,6 +39,10 @@ def bit_length(sizes: pa.Array) -> pa.Array:
     return pc.if_else(pc.equal(sizes, 0), 0, b)
 
 
+def _concat(arrays: list[pa.Array]) -> pa.Array:
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
 def _sum_count(groups: pa.Array, sizes: pa.Array) -> list[tuple[Any, int, int]]:
     # one page is ~1,000 rows: Acero's thread pool costs more than it saves at that size
     g = (
@@ -105,40 +109,87 @@ class InventoryStats:
             self._aggregate_pending()
 
     def _aggregate_pending(self) -> None:
+        """Fold the buffered pages into the tables. A batch is consecutive pages of sorted keys, so a
+        group often takes the whole batch (one class, one prefix, one age bucket): each table first
+        checks that with a min/max or a prefix test and falls back to a group-by otherwise."""
         if not self._pending:
             return
-        page = Page.concat(self._pending)
-        self._pending, self._pending_rows = [], 0
-        sizes = page.sizes.fill_null(0)
-        for cls, total, count in _sum_count(page.classes.fill_null("STANDARD"), sizes):
+        pages, self._pending, self._pending_rows = self._pending, [], 0
+        n = sum(len(p) for p in pages)
+        sizes = _concat([p.sizes for p in pages]).fill_null(0)
+        total = pc.sum(sizes).as_py() or 0
+        classes = _concat([p.classes for p in pages]).fill_null("STANDARD")
+        lo_c, hi_c = (v.as_py() for v in pc.min_max(classes).values())
+        groups = [(lo_c, total, n)] if lo_c == hi_c else _sum_count(classes, sizes)
+        for cls, b, c in groups:
             e = self.by_class.setdefault(cls, [0, 0])
-            e[0] += count
-            e[1] += total
-        prefixes = pc.extract_regex(pa.array(page.keys, pa.string()), pattern=self._prefix_pattern).field("p")
-        for p, total, count in _sum_count(prefixes.fill_null(self.prefix), sizes):
+            e[0] += c
+            e[1] += b
+        keys = _concat([p.key_array() for p in pages])
+        for p, b, c in self._prefix_groups(pages[0].keys[0], keys, sizes, total, n):
             if p not in self.by_prefix and len(self.by_prefix) >= self.max_prefixes:
                 p = OTHER_PREFIX
             e = self.by_prefix.setdefault(p, [0, 0])
-            e[0] += count
-            e[1] += total
-        for bits, total, count in _sum_count(bit_length(sizes), sizes):
+            e[0] += c
+            e[1] += b
+        for bits, b, c in _sum_count(bit_length(sizes), sizes):
             e = self.size_hist.setdefault(bits, [0, 0])
-            e[0] += count
-            e[1] += total
-        dated = pa.table({"ms": page.dates.cast(pa.int64()), "s": sizes}).filter(pc.is_valid(page.dates))
-        if dated.num_rows:
-            ms = dated.column("ms")
-            lo, hi = pc.min_max(ms).values()
-            self._extend_dates(lo.as_py() / 1000, hi.as_py() / 1000)
-            age_ms = pc.subtract(int(self._now_s * 1000), ms)
-            bucket = pa.array([0] * dated.num_rows, pa.int64())
-            for days in AGE_BUCKETS_DAYS:
-                bucket = pc.add(bucket, pc.greater_equal(age_ms, days * 86_400_000).cast(pa.int64()))
-            for i, total, count in _sum_count(bucket, dated.column("s")):
-                self.age_hist[i][0] += count
-                self.age_hist[i][1] += total
-        self.multipart += pc.sum(pc.match_substring(page.etags, "-")).as_py() or 0
-        self._add_top(page.keys, sizes)
+            e[0] += c
+            e[1] += b
+        self._add_ages(_concat([p.dates for p in pages]), sizes)
+        self.multipart += pc.sum(_concat([p.multipart() for p in pages])).as_py() or 0
+        self._add_top(keys, sizes)
+
+    def _prefix_groups(
+        self, first: str, keys: pa.Array, sizes: pa.Array, total: int, n: int
+    ) -> list[tuple[Any, int, int]]:
+        """(prefix, bytes, count) of the batch: the keys' prefixes to ``depth`` levels below ``prefix``."""
+        p = self._full_depth_prefix(first)
+        if p is not None and pc.all(pc.starts_with(keys, pattern=p)).as_py():
+            return [(p, total, n)]  # every key lies below the first key's full-depth prefix
+        # flatten(), not field(): a key the pattern does not match (outside ``prefix``) is a null struct,
+        # whose child value is "" unless the parent's nulls are carried over
+        prefixes = pc.extract_regex(keys, pattern=self._prefix_pattern).flatten()[0]
+        return _sum_count(prefixes.fill_null(self.prefix), sizes)
+
+    def _full_depth_prefix(self, key: str) -> str | None:
+        """The key's prefix when it has all ``depth`` levels (every key starting with it has the same one)."""
+        if not key.startswith(self.prefix):
+            return None
+        end = len(self.prefix)
+        for _ in range(self.depth):
+            end = key.find("/", end) + 1
+            if end == 0:
+                return None
+        return key[:end]
+
+    def _add_ages(self, dates: pa.Array, sizes: pa.Array) -> None:
+        if dates.null_count:
+            valid = pc.is_valid(dates)
+            dates, sizes = dates.filter(valid), sizes.filter(valid)
+        if not len(dates):
+            return
+        ms = dates.cast(pa.int64())
+        lo, hi = (v.as_py() for v in pc.min_max(ms).values())
+        self._extend_dates(lo / 1000, hi / 1000)
+        now_ms = int(self._now_s * 1000)
+        oldest, newest = self._age_bucket(now_ms - lo), self._age_bucket(now_ms - hi)
+        if oldest == newest:  # buckets grow with age: every object between lies in this one
+            self.age_hist[oldest][0] += len(ms)
+            self.age_hist[oldest][1] += pc.sum(sizes).as_py() or 0
+            return
+        age_ms = pc.subtract(now_ms, ms)
+        bucket = None
+        for days in AGE_BUCKETS_DAYS:
+            step = pc.greater_equal(age_ms, days * 86_400_000).cast(pa.int64())
+            bucket = step if bucket is None else pc.add(bucket, step)
+        for i, b, c in _sum_count(bucket, sizes):
+            self.age_hist[i][0] += c
+            self.age_hist[i][1] += b
+
+    @staticmethod
+    def _age_bucket(age_ms: int) -> int:
+        return sum(age_ms >= days * 86_400_000 for days in AGE_BUCKETS_DAYS)
 
     def _extend_dates(self, lo: float, hi: float) -> None:
         if self.oldest is None or lo < self.oldest:
@@ -146,17 +197,32 @@ class InventoryStats:
         if self.newest is None or hi > self.newest:
             self.newest = hi
 
-    def _add_top(self, keys: list[str], sizes: pa.Array) -> None:
-        if len(keys) > self.top_n:
-            idx = pc.select_k_unstable(pa.table({"s": sizes}), k=self.top_n, sort_keys=[("s", "descending")])
-            candidates = [(sizes[i].as_py(), keys[i]) for i in idx.to_pylist()]
+    def _add_top(self, keys: pa.Array, sizes: pa.Array) -> None:
+        """Keep the ``top_n`` largest (size, key) pairs. Once the heap is full, only objects at least as
+        large as its smallest can enter: those are found with one comparison over the batch."""
+        if len(self.top) >= self.top_n:
+            idx = pc.indices_nonzero(pc.greater_equal(sizes, self.top[0][0]))
+            if len(idx) > 4 * self.top_n:
+                idx = self._top_indices(keys.take(idx), sizes.take(idx), idx)
+        elif len(keys) > self.top_n:
+            idx = self._top_indices(keys, sizes, None)
         else:
-            candidates = list(zip(sizes.to_pylist(), keys, strict=True))
+            idx = None
+        if idx is None:
+            candidates = list(zip(sizes.to_pylist(), keys.to_pylist(), strict=True))
+        else:
+            candidates = list(zip(sizes.take(idx).to_pylist(), keys.take(idx).to_pylist(), strict=True))
         for item in candidates:
             if len(self.top) < self.top_n:
                 heapq.heappush(self.top, item)
             elif item > self.top[0]:
                 heapq.heapreplace(self.top, item)
+
+    def _top_indices(self, keys: pa.Array, sizes: pa.Array, within: pa.Array | None) -> pa.Array:
+        """Indices of the ``top_n`` largest (size, key) pairs (keys are unique: no ties)."""
+        order = [("s", "descending"), ("k", "descending")]
+        idx = pc.select_k_unstable(pa.table({"s": sizes, "k": keys}), k=self.top_n, sort_keys=order)
+        return within.take(idx) if within is not None else idx
 
     def merge(self, other: InventoryStats) -> None:
         self._aggregate_pending()
