@@ -313,6 +313,8 @@ def test_injected_503_and_500_are_exact_and_counted(aws: tuple[Any, Any]) -> Non
     last_failed = threading.local()  # a stream retries on its own thread: never fail its retry too
 
     def inject(request: Any, **_: Any) -> AWSResponse | None:
+        if RESULTS in request.url:
+            return None  # the reduce's listing of the results bucket, not the inventory's
         with lock:
             calls["n"] += 1
             n = calls["n"]
@@ -347,3 +349,22 @@ def test_a_directory_bucket_is_refused_with_the_cli_command_that_lists_it() -> N
         InputError, match=r"directory bucket.*hpcstage inventory s3://scratch--usw2-az1--x-s3/"
     ):
         config(bucket="scratch--usw2-az1--x-s3")
+
+
+def test_parts_of_lost_leases_are_removed_so_data_holds_each_key_once(aws: tuple[Any, Any]) -> None:
+    """A part no lease names (a lister lost its lease after writing it) is deleted by the reduce: a query
+    over data/*.parquet, as the README's DuckDB example runs, then counts each key once."""
+    s3, ddb = aws
+    objects = shape("hex", 600, random.Random(5))
+    seed("bkt", objects)
+    cfg = config()
+    orphan = f"{cfg.root}/data/r-lost-0000.parquet"
+    s3.put_object(Bucket=RESULTS, Key=orphan, Body=b"PAR1 left by a lister that lost its lease")
+    summary, _, errors = run_fleet(s3, ddb, cfg)
+    assert not errors
+    check_exact(s3, cfg, summary, objects)
+    manifest = json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/manifest.json")["Body"].read())
+    listed = s3.list_objects_v2(Bucket=RESULTS, Prefix=f"{cfg.root}/data/")
+    assert sorted(o["Key"] for o in listed["Contents"]) == sorted(f["key"] for f in manifest["files"])
+    full = json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/summary.json")["Body"].read())
+    assert full["orphan_parts_removed"] == 1

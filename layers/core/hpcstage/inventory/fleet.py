@@ -1433,6 +1433,7 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
         raise IncompleteInventoryError(
             f"statistics count {merged.objects} objects, the leases {sum(r.objects for r in results)}"
         )
+    orphans = remove_orphan_parts(s3, cfg, results)
     previous = previous_run(s3, cfg) if cfg.audit else None
     hive = S3Store(s3, cfg.results_bucket, hive_root(cfg.results_prefix, cfg.bucket, cfg.prefix))
     summary = finalize(
@@ -1448,7 +1449,7 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
         previous_summary=json.loads(previous.get_bytes("summary.json")) if previous else None,
         previous_store=previous,
         extra_requests=int(meta.get("orphan_requests", 0)),
-        extra=access_summary(AccessOptions.from_dict(cfg.access)),
+        extra={**access_summary(AccessOptions.from_dict(cfg.access)), "orphan_parts_removed": orphans},
         hive=hive,
     )
     hive.put_bytes("athena.sql", hive_ddl(hive.uri()).encode())
@@ -1457,6 +1458,32 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
     small = execution_summary(summary, f"s3://{cfg.results_bucket}/{cfg.root}/summary.json")
     small.update(ranges_planned=summary["ranges_planned"], launches=int(meta.get("generation", 1)))
     return small
+
+
+def remove_orphan_parts(s3: Any, cfg: FleetConfig, results: Sequence[ShardResult]) -> int:
+    """Delete the Parquet parts under the run's ``data/`` that no done lease names.
+
+    A lister that lost its lease after writing a segment's part (or died between the part and the lease
+    update) leaves that part behind; it never enters the manifest, but a query over ``data/*.parquet`` (the
+    README's DuckDB example) would count its keys twice. Returns how many were removed."""
+    named = {f"{cfg.root}/{p.key}" for r in results for p in r.parts}
+    listed: list[str] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(
+        Bucket=cfg.results_bucket, Prefix=f"{cfg.root}/data/"
+    ):
+        listed += [o["Key"] for o in page.get("Contents", ())]
+    orphans = [k for k in listed if k not in named]
+    for i in range(0, len(orphans), 1000):
+        batch = orphans[i : i + 1000]
+        resp = s3.delete_objects(
+            Bucket=cfg.results_bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+        )
+        if resp.get("Errors"):
+            err = resp["Errors"][0]
+            raise BucketError(
+                f"cannot remove an orphan part s3://{cfg.results_bucket}/{err.get('Key')}: {err.get('Message')}"
+            )
+    return len(orphans)
 
 
 def done_pieces(leases: Iterable[Lease]) -> list[tuple[str | None, str | None]]:
