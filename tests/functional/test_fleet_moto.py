@@ -368,3 +368,32 @@ def test_parts_of_lost_leases_are_removed_so_data_holds_each_key_once(aws: tuple
     assert sorted(o["Key"] for o in listed["Contents"]) == sorted(f["key"] for f in manifest["files"])
     full = json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/summary.json")["Body"].read())
     assert full["orphan_parts_removed"] == 1
+
+
+def test_listers_look_for_the_seed_range_in_its_shard_first(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a run with one seed range, each launched lister claims it with its first scan: the launcher names
+    the seed's shard. (A lister that looked in two random shards of 16 scanned for seconds before finding it.)"""
+    s3, ddb = aws
+    cfg = config()
+    cfg.max_listers = 3
+    sfn, lam = FakeSfn(), FakeLambda()
+    fleet.launch(s3=s3, ddb=ddb, sfn=sfn, lam=lam, cfg=cfg, token="tok-1", lister_function="lister")
+    seed_shard = fleet._shard("r0", fleet.OPEN_SHARDS)
+    assert [e["home"] for e in lam.events] == [seed_shard] * 3
+    # "random" shards that are never the seed's: only the launcher's hint can lead the lister there
+    avoid = (seed_shard + 2) % fleet.OPEN_SHARDS
+    monkeypatch.setattr(fleet.random, "randrange", lambda n: avoid % n)
+    # the listers as the Lambda handler builds them from their events (run() returns the lister itself here)
+    monkeypatch.setattr(fleet.Lister, "run", lambda self: self)
+    listers = [
+        fleet.run_lister(
+            s3=s3, ddb=ddb, sfn=sfn, event=e, remaining_ms=lambda: 900_000, options=fast_options()
+        )
+        for e in lam.events
+    ]
+    first = listers[0].acquire()
+    assert first is not None and first.id == "r0"
+    # the others find the shard empty (the seed is leased), and no lease is expired yet
+    assert [lister.acquire() for lister in listers[1:]] == [None, None]

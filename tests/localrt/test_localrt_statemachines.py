@@ -17,6 +17,7 @@ from hpcstage.local import (
     LocalAws,
     TemplateError,
     describe_map_runs,
+    run_execution,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -189,6 +190,56 @@ def test_on_event_sees_every_history_event_once_in_order(stack: tuple[LocalAws, 
     assert result.event_types()[0] == "ExecutionStarted"
     assert result.event_types()[-1] == "ExecutionSucceeded"
     assert result.event_types().count("TaskSucceeded") == 2
+
+
+class CountingSfn:
+    """A Step Functions client that counts the calls made through it."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
+
+        def counted(**kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return method(**kwargs)
+
+        return counted
+
+
+def test_the_history_is_polled_less_often_than_the_status_when_asked(
+    stack: tuple[LocalAws, Deployed],
+) -> None:
+    """Given a 1 s execution whose status is polled every 0.05 s and whose history is due every hour: the
+    history is read twice (at the first poll, and at the end) and on_event still sees every event once."""
+    aws, deployed = stack
+    definition = {"StartAt": "Nap", "States": {"Nap": {"Type": "Wait", "Seconds": 1, "End": True}}}
+    role = aws.client("iam").get_role(RoleName="hpcstage-local-execution")["Role"]["Arn"]
+    sfn = CountingSfn(aws.client("stepfunctions"))
+    arn = sfn.create_state_machine(name="napper", definition=json.dumps(definition), roleArn=role)
+    seen: list[dict[str, Any]] = []
+
+    result = run_execution(
+        sfn,
+        arn["stateMachineArn"],
+        {},
+        timeout_s=600,
+        poll_s=0.05,
+        history_every_s=3600,
+        on_event=seen.append,
+    )
+
+    assert result.status == "SUCCEEDED"
+    assert sfn.calls["get_execution_history"] == 2
+    assert seen == result.history
+    assert result.event_types() == [
+        "ExecutionStarted",
+        "WaitStateEntered",
+        "WaitStateExited",
+        "ExecutionSucceeded",
+    ]
 
 
 def test_distributed_map_runs_the_lambda_for_each_item_read_from_s3(stack: tuple[LocalAws, Deployed]) -> None:

@@ -32,6 +32,11 @@ QUIET_ENV = {
     "POWERTOOLS_DEV": "false",
 }
 DEMO_BUCKET = "demo-research-data"
+# The fleet's size for the demo's endpoint: moto, in this process, renders a 1,000-key page in ~0.45 s of CPU
+# under one GIL, so one stream keeps it busy and every other stream only adds requests (the splits' partial
+# and over-read pages) and coordination. Measured on the demo's 100,000 objects (bench/RESULTS.md, "make demo"):
+# 1 x 1 stream 47.8 s and 100 LIST requests, 1 x 2 streams 67.7 s and 230, 1 x 4 streams 74.7 s and 268.
+DEMO_FLEET = {"max_listers": 1, "streams": 1}
 CLASSES = [
     ("STANDARD", 70),
     ("INTELLIGENT_TIERING", 12),
@@ -195,6 +200,9 @@ def run_inventory_machine(aws: Any, deployed: Any, event: dict[str, Any], timeou
             event,
             timeout_s=timeout_s,
             poll_s=0.5,
+            # the state changes shown as they happen, within 2 s; the end is seen within 0.5 s. (The history,
+            # read every 0.5 s, took ~7 % of the one core the embedded endpoint and the listers share.)
+            history_every_s=2.0,
             on_event=watch.on_event,
         )
     finally:
@@ -267,9 +275,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         print("3. running the inventory state machine (events/inventory-bucket.json):", flush=True)
         event = json.loads((root / "events" / "inventory-bucket.json").read_text())
-        # The embedded endpoint (moto in this process) renders ~0.4 s of CPU per 1,000-key page on the same
-        # cores as the listers: more streams only add requests there (bench/RESULTS.md). One lister, 4 streams.
-        event.update({"max_listers": 1, "streams": 4, "stats_depth": 2})  # two levels to drill into
+        event.update({**DEMO_FLEET, "stats_depth": 2})  # two levels to drill into
         t = time.monotonic()
         res = run_inventory_machine(aws, deployed, event)
         if not res.succeeded:

@@ -861,10 +861,13 @@ def launch(
         return {"generation": generation, "listers": 0, "seeds": len(seeds)}
     event = {"config": cfg.to_dict(), "generation": generation}
     for i in range(cfg.max_listers):
+        # each lister looks first in the shard of one seed range (round robin), so the seeds are claimed at
+        # once; a relaunch's open ranges are anywhere, and its listers scan for them as idle listers do
+        home = _shard(seeds[i % len(seeds)].id, OPEN_SHARDS)
         lam.invoke(
             FunctionName=lister_function,
             InvocationType="Event",
-            Payload=json.dumps({**event, "lister": i}).encode(),
+            Payload=json.dumps({**event, "lister": i, "home": home}).encode(),
         )
     return {"generation": generation, "listers": cfg.max_listers, "seeds": len(seeds)}
 
@@ -1068,6 +1071,7 @@ class Lister:
         options: ListerOptions | None = None,
         owner: str | None = None,
         source_s3: Any = None,
+        home: int | None = None,
     ) -> None:
         self.s3 = s3
         self.source_s3 = source_s3 if source_s3 is not None else s3  # the target's client (cfg.access)
@@ -1095,9 +1099,13 @@ class Lister:
         self._scan_lock = threading.Lock()
         self._last_scan = 0.0
         self._hungry = False
-        # the hunger shard this lister counts itself in (live, and hungry when it is), and the shard of open
-        # ranges it looks at first: spread over the shards so that idle listers do not all read one
+        # the hunger shard this lister counts itself in (live, and hungry when it is): spread over the shards
+        # so that the fleet's hunger updates do not all hit one item
         self.home = random.randrange(HUNGER_SHARDS)
+        # the shard of open ranges it looks in first: the one the launcher names (a seed range's), else its
+        # hunger shard. (Looking in two random shards of 16, a lister found the one seed of a run only after
+        # seconds of backed-off scans: 24 s in a local run.)
+        self.scan_home = (home if home is not None else self.home) % OPEN_SHARDS
         self._hunger_lock = threading.Lock()
         self._scan_every = self.options.scan_interval_s
         self._last_lease_scan = 0.0
@@ -1181,7 +1189,7 @@ class Lister:
         """Open ranges first (the home shard, then one other at random: one Query each, so that a thousand
         idle listers do not read every shard), then expired leases; sets ``finished`` when none remain."""
         other = random.randrange(OPEN_SHARDS - 1)
-        shards = [self.home % OPEN_SHARDS, other + (other >= self.home % OPEN_SHARDS)]
+        shards = [self.scan_home, other + (other >= self.scan_home)]
         for s in shards:
             found = self.store.open_ranges(s, limit=self.cfg.streams)
             if found:
@@ -1380,6 +1388,7 @@ def run_lister(
         sfn=sfn,
         cfg=cfg,
         generation=int(event.get("generation", 1)),
+        home=event.get("home"),
         remaining_ms=remaining_ms,
         clock=clock,
         options=options,

@@ -898,15 +898,24 @@ def run_execution(
     poll_s: float = 0.2,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     stop_on_timeout: bool = True,
+    history_every_s: float | None = None,
 ) -> ExecutionResult:
     """Start an execution and wait for it, at most ``timeout_s``.
 
     ``input`` is JSON-encoded unless it is already a string. ``on_event`` receives each history event
-    once, in order, as it appears (polled every ``poll_s``). Works against moto or real AWS alike.
+    once, in order, as it appears: the status is polled every ``poll_s`` and the history every
+    ``history_every_s`` (default: ``poll_s``) and once more at the end. Works against moto or real AWS alike.
     Raises ExecutionTimeout (after stopping the execution) if it does not finish in time.
+
+    On the embedded endpoint a history costs ~4x a status (moto renders every event: 28 ms of CPU against
+    8 ms for 27 events, in the process that runs the execution), so a caller that only shows progress polls
+    it less often than the status.
     """
     if timeout_s <= 0 or poll_s <= 0:
         raise ValueError("timeout_s and poll_s must be positive")
+    history_every_s = poll_s if history_every_s is None else history_every_s
+    if history_every_s <= 0:
+        raise ValueError("history_every_s must be positive")
     text = input if isinstance(input, str) else json.dumps({} if input is None else input)
     # Always named: moto (unlike AWS) does not generate a name, and a second unnamed execution of
     # the same state machine would collide with the first ("...:execution:<machine>:None").
@@ -916,9 +925,11 @@ def run_execution(
     last_id = 0
     description: dict[str, Any] = {"status": "RUNNING"}
     finished = False
+    history_due = time.monotonic()
     for _ in range(math.ceil(timeout_s / poll_s) + 2):
         description = sfn.describe_execution(executionArn=execution_arn)
-        if on_event is not None:
+        if on_event is not None and description["status"] == "RUNNING" and time.monotonic() >= history_due:
+            history_due = time.monotonic() + history_every_s
             for event in _new_events(_history_events(sfn, execution_arn), last_id):
                 on_event(event)
                 last_id = int(event["id"])
