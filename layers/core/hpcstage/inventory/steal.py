@@ -14,7 +14,10 @@ Cut points come from what the donor has read, never from an assumed alphabet:
   directories the donor's own path suggests (interpolation would treat the directories between as filled);
 - an open remainder ``(pos, +inf)`` (nothing known above ``pos``) is cut level by level at the values that
   can follow each prefix of ``pos`` (see ``_open_points``). A cut that lands in empty space costs the thief
-  one request; the next split of a bounded piece then interpolates.
+  one request; the next split of a bounded piece then interpolates;
+- a remainder that reaches past the directory ``pos`` is in is first asked about: ListObjectsV2 with
+  Delimiter="/" names its directories (``Cursor.explore``), which become the cut points, sized by a tree
+  estimate (``Cursor._tree_estimate``). These are the only requests the engine adds to the listing's own.
 
 Nothing here does I/O: the caller sends the request ``Cursor.request()`` describes and feeds the answer to
 ``Cursor.take``. ``LocalPool`` is the in-memory meeting point of the streams of one process; the fleet's
@@ -69,7 +72,7 @@ _CLASSES: tuple[tuple[int, int], ...] = (
 # for the directories themselves (ListObjectsV2 with Delimiter="/" at the shallowest level the remainder
 # spans) and cuts at them: a common prefix holds at least one key, so no such piece is empty, and the
 # cuts follow the real tree instead of guessed siblings ("month=13"). At most this many such requests per
-# split (each goes one level deeper, when the shallower level had no directory inside the remainder).
+# split, one level each (see ``Cursor.explore``); levels still unasked are asked at the next split.
 MAX_EXPLORE = 3
 DIR_DELIMITER = "/"
 
