@@ -451,25 +451,12 @@ class RequestCounter:
             self.retries += retries
 
 
-def list_page(
-    s3: Any,
-    bucket: str,
-    prefix: str,
-    *,
-    start_after: str | None = None,
-    token: str | None = None,
-    max_keys: int = LIST_MAX_KEYS,
-    counter: RequestCounter | None = None,
+def _counted_list(
+    s3: Any, bucket: str, params: dict[str, Any], counter: RequestCounter | None, *, fast_page: bool
 ) -> dict[str, Any]:
-    """One ListObjectsV2 call with EncodingType=url; keys in the answer are decoded in place."""
-    params: dict[str, Any] = {"Bucket": bucket, "MaxKeys": max_keys, "EncodingType": "url"}
-    if prefix:
-        params["Prefix"] = prefix
-    if token:
-        params["ContinuationToken"] = token
-    elif start_after is not None:
-        params["StartAfter"] = start_after
-    _WANT_PAGE.on = True
+    """One ListObjectsV2 call, every attempt (failed ones included) added to ``counter``, errors as one line;
+    ``fast_page``: the answer's Contents go through the fast page parser (``PAGE_KEY``)."""
+    _WANT_PAGE.on = fast_page
     hooked = getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False)
     _SENT.n = 0
     attempts: int | None = None
@@ -491,6 +478,28 @@ def list_page(
         _SENT.n = None
         if counter is not None and attempts:
             counter.add(attempts, attempts - 1)
+    return resp
+
+
+def list_page(
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    *,
+    start_after: str | None = None,
+    token: str | None = None,
+    max_keys: int = LIST_MAX_KEYS,
+    counter: RequestCounter | None = None,
+) -> dict[str, Any]:
+    """One ListObjectsV2 call with EncodingType=url; keys in the answer are decoded in place."""
+    params: dict[str, Any] = {"Bucket": bucket, "MaxKeys": max_keys, "EncodingType": "url"}
+    if prefix:
+        params["Prefix"] = prefix
+    if token:
+        params["ContinuationToken"] = token
+    elif start_after is not None:
+        params["StartAfter"] = start_after
+    resp = _counted_list(s3, bucket, params, counter, fast_page=True)
     page = resp.get(PAGE_KEY)
     if page is None:
         if resp.get("EncodingType") == "url":
@@ -506,26 +515,7 @@ def list_dirs(
 ) -> tuple[list[str], bool]:
     """(CommonPrefixes, IsTruncated) of one ListObjectsV2 call with a Delimiter (``Cursor.explore``), counted
     like ``list_page``. botocore's own parser reads the answer and decodes the URL-encoded prefixes."""
-    hooked = getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False)
-    _SENT.n = 0
-    attempts: int | None = None
-    try:
-        resp: dict[str, Any] = s3.list_objects_v2(Bucket=bucket, **params)
-        attempts = _SENT.n if hooked else 1 + int(resp.get("ResponseMetadata", {}).get("RetryAttempts", 0))
-    except ClientError as err:
-        meta = err.response.get("ResponseMetadata", {})
-        attempts = _SENT.n if hooked else 1 + int(meta.get("RetryAttempts", 0))
-        raise translate_client_error(err, bucket) from err
-    except BotoCoreError as err:
-        attempts = _SENT.n if hooked else 1
-        raise translate_botocore_error(err) from err
-    except BaseException:
-        attempts = _SENT.n if hooked else 1
-        raise
-    finally:
-        _SENT.n = None
-        if counter is not None and attempts:
-            counter.add(attempts, attempts - 1)
+    resp = _counted_list(s3, bucket, {"Bucket": bucket, **params}, counter, fast_page=False)
     prefixes = [p["Prefix"] for p in resp.get("CommonPrefixes") or () if p.get("Prefix")]
     return prefixes, bool(resp.get("IsTruncated"))
 
