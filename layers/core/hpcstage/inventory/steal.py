@@ -148,12 +148,8 @@ def cut_points(
             points = [c for c in _open_points(lo_b, prefix, sample_b, ways, code) if encode(c) < hi_b]
             if points:
                 return points
-        alphabet = Alphabet(code=code)
-        for k in (*sample_b, lo_b, hi_b):
-            alphabet.add(k)
-        try:
-            frame = Interval(lo_b, hi_b, alphabet)
-        except ValueError:
+        frame = _frame(lo_b, hi_b, sample_b, code)
+        if frame is None:
             return []
         for i in range(1, ways):
             p = frame.at(i / ways)
@@ -168,6 +164,19 @@ def cut_points(
             out.append(p)
             last = pb
     return out
+
+
+def _frame(
+    lo_b: bytes, hi_b: bytes, keys: Iterable[bytes], code: CodeRun | None, close_singletons: bool = False
+) -> Interval | None:
+    """The interval (lo, hi) in the alphabet learned from ``keys`` and both bounds; None when empty."""
+    alphabet = Alphabet(close_singletons=close_singletons, code=code)
+    for k in (*keys, lo_b, hi_b):
+        alphabet.add(k)
+    try:
+        return Interval(lo_b, hi_b, alphabet)
+    except ValueError:
+        return None
 
 
 def code_top(code: CodeRun | None, sample_b: Sequence[bytes], prefix: str) -> str | None:
@@ -365,12 +374,8 @@ class Cursor:
         if first_b >= lo_b or objects <= 0:
             return None
         sample_b = sorted({first_b, *page_b})
-        alphabet = Alphabet(close_singletons=True, code=code)
-        for k in (*sample_b, hi_b):
-            alphabet.add(k)
-        try:
-            frame = Interval(first_b, hi_b, alphabet)
-        except ValueError:
+        frame = _frame(first_b, hi_b, sample_b, code, close_singletons=True)
+        if frame is None:
             return 0.0
         at = frame.coord(lo_b)
         read = at - frame.lo_c
@@ -507,12 +512,8 @@ class Cursor:
         if code is None or top is None:
             return None
         lo_b, hi_b = sample_b[0][: code.start], top
-        alphabet = Alphabet(code=code)
-        for k in (*sample_b, lo_b, hi_b):
-            alphabet.add(k)
-        try:
-            frame = Interval(lo_b, hi_b, alphabet)
-        except ValueError:
+        frame = _frame(lo_b, hi_b, sample_b, code)
+        if frame is None:
             return None
         c_first, c_pos = frame.coord(first_b), frame.coord(pos_b)
         if c_pos <= c_first:
