@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -298,6 +298,34 @@ class Keyspace:
         s = succ_prefix(prefix)
         b = self.n if s is None else self.count_lt(s)
         return a, max(a, b)
+
+    def delimited(
+        self,
+        prefix: str,
+        r0: int,
+        b: int,
+        max_keys: int,
+        delimiter: str,
+        prefix_range: Callable[[str], tuple[int, int]] | None = None,
+    ) -> tuple[list[int], list[str], int]:
+        """One ListObjectsV2 page with a Delimiter, from rank ``r0`` up to ``b`` (the end of ``prefix``'s keys):
+        the ranks of the keys it lists, its CommonPrefixes (each counted in ``max_keys`` like a key; the next
+        entry is the first key past that prefix's keys) and the rank after the page."""
+        range_of = prefix_range or self.prefix_range
+        ranks: list[int] = []
+        common: list[str] = []
+        r1 = r0
+        while r1 < b and len(ranks) + len(common) < max_keys:
+            key = self.key(r1)
+            i = key.find(delimiter, len(prefix))
+            if i >= 0:
+                cp = key[: i + len(delimiter)]
+                common.append(cp)
+                r1 = max(r1 + 1, range_of(cp)[1])
+            else:
+                ranks.append(r1)
+                r1 += 1
+        return ranks, common, r1
 
     def count_prefix(self, prefix: str) -> int:
         a, b = self.prefix_range(prefix)

@@ -538,25 +538,10 @@ class Sim:
     def dir_listing(self, params: dict[str, Any]) -> tuple[list[str], bool]:
         """S3's CommonPrefixes for a ListObjectsV2 with Delimiter="/" (one page of at most MaxKeys entries)."""
         prefix = params.get("Prefix", "")
-        ks = self.ks
-        r = ks.count_le(params["StartAfter"])
-        if prefix:
-            r = max(r, ks.count_lt(prefix))
-        out: list[str] = []
-        entries = 0
-        while entries < params["MaxKeys"] and r < self.n:
-            k = self.key(r)
-            if not k.startswith(prefix):
-                break
-            entries += 1
-            j = k.find("/", len(prefix))
-            if j < 0:
-                r += 1
-                continue
-            cp = k[: j + 1]
-            out.append(cp)
-            r = ks.count_lt(cp[:-1] + "0")  # past every key under cp ("0" is the byte after "/")
-        return out, r < self.n and self.key(r).startswith(prefix)
+        a, b = self.ks.prefix_range(prefix)
+        r0 = min(b, max(a, self.ks.count_le(params["StartAfter"])))
+        _, common, r1 = self.ks.delimited(prefix, r0, b, params["MaxKeys"], "/")
+        return common, r1 < b
 
     def engine_split(self, st: Stream, ways: int) -> tuple[list[KeyRange], float]:
         """The donor's split (as lister.list_range does it: directory requests first, when the remainder

@@ -377,19 +377,7 @@ class SimS3Client:
         ranks: list[int] = []
         common: list[str] = []
         if delimiter:
-            # Keys with the delimiter after the prefix roll up into one CommonPrefix each (counted in
-            # MaxKeys like a key); the next entry is the first key after that prefix's range.
-            r1 = r0
-            while r1 < b and len(ranks) + len(common) < max_keys:
-                key = w.ks.key(r1)
-                i = key.find(delimiter, len(prefix))
-                if i >= 0:
-                    cp = key[: i + len(delimiter)]
-                    common.append(cp)
-                    r1 = max(r1 + 1, w.prefix_range(cp)[1])
-                else:
-                    ranks.append(r1)
-                    r1 += 1
+            ranks, common, r1 = w.ks.delimited(prefix, r0, b, max_keys, delimiter, w.prefix_range)
         else:
             r1 = min(b, r0 + max_keys)
         truncated = r1 < b and max_keys > 0
