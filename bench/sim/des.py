@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, overload
 
-from hpcstage.inventory.keys import Interval
+from hpcstage.inventory.keys import ByteInterval
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.steal import MAX_EXPLORE, Cursor, SplitPolicy
 
@@ -1149,7 +1149,7 @@ class Sim:
 
 def static_ranges(count: int) -> list[KeyRange]:
     """``count`` ranges of equal width over the UTF-8 byte space (no hints, no learned alphabet)."""
-    frame = Interval(b"", b"\xf4\x90")
+    frame = ByteInterval(b"", b"\xf4\x90")
     cuts: list[str] = []
     for i in range(1, count):
         c = frame.at(i / count)

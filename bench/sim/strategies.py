@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
-from hpcstage.inventory.keys import Interval, upper_bound
+from hpcstage.inventory.keys import ByteInterval, upper_bound
 from hpcstage.inventory.lister import ListOptions, list_range, part_writer
 from hpcstage.inventory.model import KeyRange, ShardResult
 from hpcstage.inventory.stats import InventoryStats
@@ -397,7 +397,7 @@ def _reduce(world: S3World, t: float, results: int, fns: list[LambdaFunction]) -
 
 def static_nohint_ranges(parts: int) -> list[KeyRange]:
     """``parts`` ranges of equal width over the whole UTF-8 byte space (no knowledge of the keys)."""
-    frame = Interval(b"", upper_bound(""))
+    frame = ByteInterval(b"", upper_bound(""))
     cuts: list[str] = []
     for i in range(1, parts):
         k = frame.at(i / parts)

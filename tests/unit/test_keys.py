@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hpcstage.inventory.keys import (
     Alphabet,
+    ByteInterval,
     Interval,
     ceil_utf8,
     encode,
@@ -38,13 +39,29 @@ def test_ceil_utf8_is_valid_and_not_below(raw: bytes) -> None:
 
 @settings(max_examples=300)
 @given(keys, keys, st.floats(min_value=0, max_value=1))
-def test_interval_points_fall_strictly_inside(a: str, b: str, frac: float) -> None:
+def test_byte_interval_points_fall_strictly_inside(a: str, b: str, frac: float) -> None:
     lo, hi = sorted((encode(a), encode(b)))
     if lo == hi:
         return
-    p = Interval(lo, hi).at(frac)
+    p = ByteInterval(lo, hi).at(frac)
     if p is not None:
         assert lo < encode(p) < hi
+
+
+@settings(max_examples=300)
+@given(st.lists(keys, max_size=20), keys, keys, st.floats(min_value=0, max_value=1))
+def test_interval_points_fall_strictly_inside(sample: list[str], a: str, b: str, frac: float) -> None:
+    lo, hi = sorted((a, b))
+    if lo == hi:
+        return
+    alpha = Alphabet()
+    for k in (*sample, lo, hi):
+        alpha.add(k)
+    p = Interval(lo, hi, alpha).at(frac)
+    if p is not None:
+        assert lo < p < hi
+        assert encode(lo) < encode(p) < encode(hi)  # the same in S3's order
+        p.encode("utf-8")  # a key S3 takes: no surrogate
 
 
 @settings(max_examples=200)
@@ -52,8 +69,8 @@ def test_interval_points_fall_strictly_inside(a: str, b: str, frac: float) -> No
 def test_alphabet_coordinates_are_monotone(samples: list[str], probes: list[str]) -> None:
     alpha = Alphabet()
     for s in samples:
-        alpha.add(encode(s))
-    ordered = sorted(encode(p) for p in probes)
+        alpha.add(s)
+    ordered = sorted(probes, key=encode)
     coords = [alpha.coord(p, 0, 16) for p in ordered]
     assert coords == sorted(coords)
 
@@ -73,20 +90,44 @@ def test_vectorised_bit_length_is_exact() -> None:
 def test_code_run_learns_the_code_a_page_of_keys_ends_in() -> None:
     from hpcstage.inventory.keys import code_run
 
-    hexes = sorted(f"11a1{i * 7919 % 65536:04x}".encode() for i in range(300))
+    hexes = sorted(f"11a1{i * 7919 % 65536:04x}" for i in range(300))
     run = code_run(hexes, 0)
     assert run is not None and (run.start, run.end) == (0, 8)  # "11a1" is hex too: the code starts at 0
     assert run.alphabet == frozenset(b"0123456789abcdef")
-    assert run.top(hexes[0]) == b"g"
+    assert run.top(hexes[0]) == "g"
 
-    b36 = sorted(f"logs/hot/0c{c1}{c2}.dat".encode() for c1 in "05acz" for c2 in "0123456789xyz")
+    b36 = sorted(f"logs/hot/0c{c1}{c2}.dat" for c1 in "05acz" for c2 in "0123456789xyz")
     run = code_run(b36, 0)
     assert run is not None and (run.start, run.end) == (9, 13)  # "0c" and the varying two; not ".dat"
     assert run.alphabet == frozenset(b"05acz0123456789xyz")
 
-    parts = sorted(f"day=05/part-{i:05d}.parquet".encode() for i in range(100, 400))
+    parts = sorted(f"day=05/part-{i:05d}.parquet" for i in range(100, 400))
     run = code_run(parts, 0)
     assert run is not None and (run.start, run.end) == (12, 17)  # "00" before the varying digits, not "-"
 
-    assert code_run(sorted([b"a/x", b"a/y"]), 0) is None  # two values: too little evidence
-    assert code_run([b"only"], 0) is None
+    assert code_run(sorted(["a/x", "a/y"]), 0) is None  # two values: too little evidence
+    assert code_run(["only"], 0) is None
+
+
+def test_positions_are_characters_so_names_of_wide_characters_line_up() -> None:
+    """Names of 2-, 3- and 4-byte characters: each character is one position, so the code is found at the
+    same positions as for ASCII names, its alphabet is the characters, and the first key past it is the
+    character after the largest one."""
+    from hpcstage.inventory.keys import code_run
+
+    chars = "é中𝔸ж"  # 2, 3, 4 and 2 bytes in UTF-8
+    names = sorted(f"data/{a}{b}{c}.bin" for a in chars for b in chars for c in chars)
+    run = code_run(names, 5)
+    assert run is not None and (run.start, run.end) == (5, 8)
+    assert run.alphabet == frozenset(ord(c) for c in chars)
+    assert run.top(names[0]) == "data/\U0001d539"  # the character after U+1D538 ("𝔸")
+
+    alpha = Alphabet(code=run)
+    for k in names:
+        alpha.add(k)
+    # three positions of four values each: the key space in between is 4**3 names, evenly spaced
+    frame = Interval("data/", "data/\U0001d539", alpha)
+    coords = [frame.coord(k) for k in names]
+    assert coords == sorted(coords) and len(set(coords)) == len(names)
+    half = frame.at(0.5)
+    assert half is not None and sum(1 for k in names if k <= half) == len(names) // 2

@@ -249,6 +249,23 @@ def test_open_split_of_non_ascii_keys() -> None:
     assert all(encode(c) > encode(page[-1]) for c in cuts)
 
 
+def test_a_directory_of_wide_character_names_is_cut_into_even_pieces() -> None:
+    """Names of 1- to 4-byte characters in one directory, the remainder bounded just past the directory
+    ("logs0": nothing but the rest of "logs/" lies before it). The cuts interpolate in the alphabet of
+    characters learned from the last page: every piece holds a fair share of the keys left, none is empty."""
+    chars = "(AS_jz~éüж中한😀🚀"  # sorted by code point, as S3 orders
+    keys = sorted(f"logs/{a}{b}{c}.txt" for a in chars for b in chars for c in chars)
+    at = 300
+    page = keys[at - 100 : at + 1]
+    cuts = cut_points(keys[at], "logs0", "", page, 5)
+    assert len(cuts) == 4 and all(c.startswith("logs/") for c in cuts)
+    bounds = [keys[at], *cuts, "logs0"]
+    pieces = [sum(1 for k in keys if lo < k <= hi) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    left = len(keys) - at - 1
+    assert sum(pieces) == left
+    assert min(pieces) > 0.5 * left / 5 and max(pieces) < 1.5 * left / 5, pieces
+
+
 def test_open_split_goes_to_sibling_directories() -> None:
     page = [f"data/2024/{i:04d}.nc" for i in range(1000)]
     cuts = cut_points(page[-1], None, "", page, 16)

@@ -1,9 +1,11 @@
 """Key-space arithmetic in S3's order (UTF-8 binary).
 
-S3 lists keys in ascending order of their UTF-8 bytes. To cut the key space into ranges we
-map a key to an integer coordinate: the key's bytes after a shared prefix, read as a base-256
-number of fixed width. Between two keys we interpolate in that coordinate and map back to a
-valid UTF-8 string, because StartAfter (and every boundary we hand to S3) must be a string.
+S3 lists keys in ascending order of their UTF-8 bytes, which is the order of their code points: Python's
+own order of strings. To cut a range of keys we map a key to an integer coordinate, a mixed-radix number
+over the characters seen at each position after the range's common prefix (``Alphabet``), interpolate
+between two keys in that coordinate and map back to a string, because StartAfter (and every boundary we
+hand to S3) is one. Positions are characters, not bytes: one 3-byte character is one position, so keys of
+any script line up position by position as keys of ASCII do.
 
 Coverage never depends on this arithmetic being exact: range boundaries are just strings in
 increasing order. The arithmetic only decides *where* cuts fall.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import AnyStr
 
 # Bytes of the suffix (after the common prefix) used as the coordinate; 16 bytes resolves
 # 2**128 positions between any two bounds, far more than any bucket has keys.
@@ -27,7 +30,7 @@ def encode(key: str) -> bytes:
     return key.encode("utf-8")
 
 
-def common_prefix(a: bytes, b: bytes) -> bytes:
+def common_prefix(a: AnyStr, b: AnyStr) -> AnyStr:
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
@@ -85,8 +88,18 @@ def upper_bound(prefix: str) -> bytes:
     return encode(prefix) + _TOP
 
 
-END = -1  # the end-of-key marker sorts before every byte ("abc" < "abc/...")
-ALPHABET_POSITIONS = 48  # positions after the common prefix that a coordinate resolves
+END = -1  # the end-of-key marker sorts before every character ("abc" < "abc/...")
+ALPHABET_POSITIONS = 48  # characters after the common prefix that a coordinate resolves
+MAX_CODE_POINT = 0x10FFFF
+_SURROGATES = (0xD800, 0xDFFF)  # not characters: no key holds one
+
+
+def char_after(v: int) -> str | None:
+    """The first character whose code point is above ``v``, or None past the last one."""
+    v += 1
+    if _SURROGATES[0] <= v <= _SURROGATES[1]:
+        v = _SURROGATES[1] + 1
+    return chr(v) if v <= MAX_CODE_POINT else None
 
 
 MIN_CODE_ALPHABET = 3  # distinct values a code's varying positions must show before they say anything
@@ -94,8 +107,12 @@ MIN_CODE_ALPHABET = 3  # distinct values a code's varying positions must show be
 
 @dataclass(frozen=True)
 class CodeRun:
-    """Where sampled keys end in a code (hex digests, UUIDs, base-36 ids, zero-padded counters) and the
-    alphabet its characters are drawn from, learned from the positions where the sampled keys differ.
+    """Where sampled keys end in a code (hex digests, UUIDs, base-36 ids, zero-padded counters, names drawn
+    from any set of characters) and the alphabet its characters are drawn from, learned from the positions
+    where the sampled keys differ.
+
+    Positions are characters (code points), not bytes: S3's order (UTF-8 bytes) is the order of code points,
+    and a name of multi-byte characters keeps every character at its own position.
 
     A page of sorted keys differs only at its deepest positions; the code's shallower positions show one
     value each, which says nothing of the others the code uses. Positions from ``start`` to the end of the
@@ -104,20 +121,20 @@ class CodeRun:
 
     start: int  # first position of the code (the keys' shared prefix ends here)
     end: int  # one past its last position (a "/" or a constant suffix such as ".parquet" after it)
-    alphabet: frozenset[int]
+    alphabet: frozenset[int]  # code points
 
     def covers(self, p: int) -> bool:
         return self.start <= p < self.end
 
-    def top(self, key: bytes) -> bytes | None:
+    def top(self, key: str) -> str | None:
         """A key greater than every key sharing ``key[:start]`` whose code continues with the alphabet's
-        characters; None if no byte is left above the alphabet."""
-        hi = max(self.alphabet) + 1
-        return key[: self.start] + bytes([hi]) if hi < 0x80 else None
+        characters; None if no character is left above the alphabet."""
+        after = char_after(max(self.alphabet))
+        return key[: self.start] + after if after is not None else None
 
 
-def code_run(keys: Sequence[bytes], start: int) -> CodeRun | None:
-    """The code that ``keys`` (sorted, sharing their first ``start`` bytes) end in, if any.
+def code_run(keys: Sequence[str], start: int) -> CodeRun | None:
+    """The code that ``keys`` (sorted, sharing their first ``start`` characters) end in, if any.
 
     The varying positions are those from where the first and last key differ to the end of that path
     segment. Their union of values is the alphabet when it has at least MIN_CODE_ALPHABET values; the code
@@ -133,29 +150,31 @@ def code_run(keys: Sequence[bytes], start: int) -> CodeRun | None:
     alphabet: set[int] = set()
     end = f
     while end < longest:
-        col = {k[end] for k in keys if len(k) > end}
+        col = {ord(k[end]) for k in keys if len(k) > end}
         if 0x2F in col or len(col) < 2 and end > f:
             break
         alphabet |= col
         end += 1
     if len(alphabet) < MIN_CODE_ALPHABET:
         return None
-    while end < longest and all(len(k) > end and k[end] in alphabet for k in keys):
+    while end < longest and all(len(k) > end and ord(k[end]) in alphabet for k in keys):
         end += 1  # constant positions after the varying ones, inside the alphabet ("...0a" of a digest)
     begin = f
     first = keys[0]
-    while begin > start and first[begin - 1] in alphabet:
+    while begin > start and ord(first[begin - 1]) in alphabet:
         begin -= 1
     return CodeRun(begin, end, frozenset(alphabet))
 
 
 class Alphabet:
-    """The byte values seen at each position of sampled keys.
+    """The characters (code points) seen at each position of sampled keys.
 
-    Real key spaces use few of the 256 byte values at each position (hex digits, a constant
-    "/part-", a month 01-12). Coordinates in a mixed radix over the *observed* values make
-    interpolation roughly proportional to key rank, where plain base-256 coordinates would
-    overstate an alphabet of 16 by 16x per position and a constant segment by 256x.
+    Real key spaces use few of the possible characters at each position (hex digits, a constant
+    "/part-", a month 01-12, the few hundred characters of a script). Coordinates in a mixed radix over the
+    *observed* values make interpolation roughly proportional to key rank, where coordinates over every
+    possible value would overstate an alphabet of 16 by 16x per position and a constant segment without
+    bound. Positions count characters, so a name of 2-, 3- or 4-byte UTF-8 characters keeps each character
+    at its own position (counting bytes, one wide character shifts every later position).
 
     ``add`` only records values; each position's column (sorted, closed over classes) is built once,
     when first read after a change.
@@ -176,10 +195,10 @@ class Alphabet:
         self._seen: list[set[int]] = []
         self._cols: list[list[int] | None] = []
 
-    def add(self, key: bytes) -> None:
+    def add(self, key: str) -> None:
         seen_l, cols = self._seen, self._cols
         for p in range(len(key) + 1):
-            v = key[p] if p < len(key) else END
+            v = ord(key[p]) if p < len(key) else END
             if p == len(seen_l):
                 seen_l.append(set())
                 cols.append(None)
@@ -214,14 +233,14 @@ class Alphabet:
     def radix(self, p: int) -> int:
         return max(1, len(self._col(p)))
 
-    def coord(self, key: bytes, start: int, n: int) -> int:
+    def coord(self, key: str, start: int, n: int) -> int:
         """Mixed-radix value of key[start:start+n]; monotone non-decreasing in key order."""
         value = 0
         mode = 0  # 0 exact so far, -1 key is below this branch (digits 0), +1 above (digits max)
         for p in range(start, start + n):
             r = self.radix(p)
             if mode == 0:
-                v = key[p] if p < len(key) else END
+                v = ord(key[p]) if p < len(key) else END
                 col = self._col(p)
                 i = bisect.bisect_right(col, v) - 1
                 if i < 0:
@@ -237,30 +256,28 @@ class Alphabet:
             value = value * r + d
         return value
 
-    def key_from(self, value: int, start: int, n: int) -> bytes:
+    def key_from(self, value: int, start: int, n: int) -> str:
         digits = []
         for p in reversed(range(start, start + n)):
             r = self.radix(p)
             value, d = divmod(value, r)
             digits.append((p, d))
-        out = bytearray()
+        out = []
         for p, d in reversed(digits):
             col = self._col(p)
             v = col[d] if d < len(col) else END
             if v == END:
                 break
-            out.append(v)
-        return bytes(out)
+            out.append(chr(v))
+        return "".join(out)
 
 
 class Interval:
-    """Coordinates for the open interval (lo, hi) of key space, relative to their common prefix.
+    """Coordinates for the open interval (lo, hi) of key space, relative to their common prefix, in the
+    mixed radix of an Alphabet learned from keys near it. Keys are strings: Python orders them by code
+    point, which is S3's order (UTF-8 bytes)."""
 
-    With an Alphabet, coordinates are mixed-radix over observed byte values; without one, the
-    key's bytes are read as a base-256 number.
-    """
-
-    def __init__(self, lo: bytes, hi: bytes, alphabet: Alphabet | None = None) -> None:
+    def __init__(self, lo: str, hi: str, alphabet: Alphabet) -> None:
         if not lo < hi:
             raise ValueError(f"empty interval: {lo!r} >= {hi!r}")
         self.lo = lo
@@ -268,13 +285,9 @@ class Interval:
         self.base = common_prefix(lo, hi)
         self.alphabet = alphabet
         n = len(self.base)
-        if alphabet is not None:
-            self.npos = ALPHABET_POSITIONS
-            self.lo_c = alphabet.coord(lo, n, self.npos)
-            self.hi_c = alphabet.coord(hi, n, self.npos)
-        else:
-            self.lo_c = to_coord(lo[n:])
-            self.hi_c = to_coord(hi[n:])
+        self.npos = ALPHABET_POSITIONS
+        self.lo_c = alphabet.coord(lo, n, self.npos)
+        self.hi_c = alphabet.coord(hi, n, self.npos)
         if self.hi_c <= self.lo_c:
             # lo is a strict prefix of hi's coordinate window at this width (e.g. lo="a", hi="a\0\0..."):
             # widen by one unit so interpolation stays monotone.
@@ -284,36 +297,57 @@ class Interval:
     def width(self) -> int:
         return self.hi_c - self.lo_c
 
-    def coord(self, key: bytes) -> int:
+    def coord(self, key: str) -> int:
         """Coordinate of a key inside (lo, hi); clamped to the interval."""
         if key <= self.lo:
             return self.lo_c
         if key >= self.hi:
             return self.hi_c
-        n = len(self.base)
-        c = self.alphabet.coord(key, n, self.npos) if self.alphabet is not None else to_coord(key[n:])
+        c = self.alphabet.coord(key, len(self.base), self.npos)
         return min(max(c, self.lo_c), self.hi_c)
 
     def at(self, fraction: float) -> str | None:
-        """A valid UTF-8 key strictly inside (lo, hi) near ``fraction`` of the way, or None."""
+        """A key strictly inside (lo, hi) near ``fraction`` of the way, or None."""
         fraction = min(max(fraction, 0.0), 1.0)
         target = self.lo_c + int(self.width * fraction)
         return self.key_at(target)
 
     def key_at(self, coord: int) -> str | None:
         coord = min(max(coord, self.lo_c), self.hi_c)
-        if self.alphabet is not None:
-            raw = self.base + self.alphabet.key_from(coord, len(self.base), self.npos)
-        else:
-            raw = self.base + from_coord(coord)
+        candidate = self.base + self.alphabet.key_from(coord, len(self.base), self.npos)
+        candidate = _lift_controls(candidate, len(self.base))
+        if self.lo < candidate < self.hi:
+            return candidate
+        # The coordinate fell back to lo (its width holds no key above lo): step just past lo.
+        return key_after(self.lo, self.hi)
+
+
+class ByteInterval:
+    """The interval (lo, hi) read as base-256 numbers of the bytes after the common prefix: equal widths
+    of the UTF-8 byte space, knowing nothing of the keys (the simulator's static-range peers)."""
+
+    def __init__(self, lo: bytes, hi: bytes) -> None:
+        if not lo < hi:
+            raise ValueError(f"empty interval: {lo!r} >= {hi!r}")
+        self.lo = lo
+        self.hi = hi
+        self.base = common_prefix(lo, hi)
+        n = len(self.base)
+        self.lo_c = to_coord(lo[n:])
+        self.hi_c = max(to_coord(hi[n:]), self.lo_c + 1)
+
+    def at(self, fraction: float) -> str | None:
+        """A valid UTF-8 key strictly inside (lo, hi) near ``fraction`` of the way, or None."""
+        fraction = min(max(fraction, 0.0), 1.0)
+        raw = self.base + from_coord(self.lo_c + int((self.hi_c - self.lo_c) * fraction))
         for candidate in (ceil_utf8(raw), floor_utf8(raw)):
             if candidate is None:
                 continue
             candidate = _lift_controls(candidate, len(self.base.decode("utf-8", "ignore")))
             if self.lo < encode(candidate) < self.hi:
                 return candidate
-        # Flooring to valid UTF-8 (or to the coordinate width) fell back to lo; step just past lo.
-        return key_after(self.lo, self.hi)
+        after = key_after(self.lo.decode("utf-8", "ignore"), self.hi.decode("utf-8", "ignore"))
+        return after if after is not None and self.lo < encode(after) < self.hi else None
 
 
 def _lift_controls(s: str, keep: int) -> str:
@@ -329,15 +363,10 @@ def _lift_controls(s: str, keep: int) -> str:
     return s
 
 
-def key_after(lo: bytes, hi: bytes) -> str | None:
-    """Some valid UTF-8 key strictly between lo and hi, or None if none is easy to find."""
-    for extra in (b" ", b"\x7f", b"\xc2\x80", b"\xf4\x8f\xbf\xbf"):
+def key_after(lo: str, hi: str) -> str | None:
+    """Some key strictly between lo and hi, or None if none is easy to find."""
+    for extra in (" ", "\x7f", "\x80", "\U0010ffff"):
         cand = lo + extra
-        try:
-            s = cand.decode("utf-8")
-        except UnicodeDecodeError:
-            # lo itself ends inside a multi-byte character: not possible for a str-derived lo.
-            return None
         if lo < cand < hi:
-            return s
+            return cand
     return None

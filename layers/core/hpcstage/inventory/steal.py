@@ -7,7 +7,7 @@ the upper part of what it has not listed yet. Splitting only ever lowers the don
 (tests/unit/test_steal_props.py checks this on arbitrary keys). The cut points decide only the balance.
 
 Cut points come from what the donor has read, never from an assumed alphabet:
-- a bounded remainder ``(pos, end]`` is cut by interpolation in a mixed radix over the byte values seen at
+- a bounded remainder ``(pos, end]`` is cut by interpolation in a mixed radix over the characters seen at
   each position of the donor's recent keys (``keys.Alphabet``): constant segments (a long common prefix,
   "/part-") take no room, a hex position counts 16 values, not 256;
 - a bounded remainder whose donor sits inside a directory its end is not in is cut at the sibling
@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .keys import Alphabet, CodeRun, Interval, ceil_utf8, code_run, common_prefix, encode
+from .keys import Alphabet, CodeRun, Interval, char_after, code_run, common_prefix
 from .model import KeyRange
 
 # Keys kept per stream to learn the alphabet of the key space near its position: the last page's keys,
@@ -53,7 +53,7 @@ class SplitPolicy:
     max_ways: int = 16  # pieces one split may hand out at once
 
 
-# Byte classes in the order an open remainder's cut points are spread over, after the classes seen.
+# Character classes in the order an open remainder's cut points are spread over, after the classes seen.
 _CLASSES: tuple[tuple[int, int], ...] = (
     (0x30, 0x39),  # digits
     (0x61, 0x66),  # lower-case hex letters: a position that shows only a-f is taken as hex
@@ -65,9 +65,27 @@ _CLASSES: tuple[tuple[int, int], ...] = (
     (0x5B, 0x60),
     (0x7B, 0x7E),
     (0x20, 0x20),
-    (0xC2, 0xF4),  # UTF-8 lead bytes: every non-ASCII character starts with one
-    (0x80, 0xBF),  # UTF-8 continuation bytes (a position inside a multi-byte character)
+    (0x80, 0x10FFFF),  # every non-ASCII character: cut at _NON_ASCII_CUTS
 )
+# Where an open remainder is cut among the non-ASCII characters: the first character of each UTF-8 lead byte
+# (U+0080, U+00C0, ... U+0800, U+1000, ... U+10000, U+40000, ...), so the cuts spread over the byte space the
+# characters take, as S3 orders them, not over a million mostly unassigned code points.
+_NON_ASCII_CUTS: tuple[int, ...] = (
+    *((lead - 0xC0) << 6 for lead in range(0xC2, 0xE0)),
+    0x800,
+    *((lead - 0xE0) << 12 for lead in range(0xE1, 0xF0)),
+    *((lead - 0xF0) << 18 for lead in range(0xF1, 0xF5)),
+    0x10000,
+)
+
+
+def _class_values(c: tuple[int, int]) -> list[int]:
+    """The values of a character class an open remainder may be cut at, in order."""
+    if c[0] >= 0x80:
+        return sorted(v for v in _NON_ASCII_CUTS if c[0] <= v <= c[1])
+    return list(range(c[0], c[1] + 1))
+
+
 # Directory discovery: when a stream is asked to split a remainder that crosses directories, it first asks S3
 # for the directories themselves (ListObjectsV2 with Delimiter="/" at the shallowest level the remainder
 # spans) and cuts at them: a common prefix holds at least one key, so no such piece is empty, and the
@@ -81,18 +99,18 @@ DIR_DELIMITER = "/"
 UNKNOWN_LEVEL_CUTS = 4
 
 
-def _open_cut_bytes(seen: Iterable[int], above: int, ways: int) -> list[int]:
-    """Up to ``ways - 1`` byte values greater than ``above`` at which to cut an open remainder.
+def _open_cut_values(seen: Iterable[int], above: int, ways: int) -> list[int]:
+    """Up to ``ways - 1`` characters (code points) greater than ``above`` at which to cut an open remainder.
 
     Values of classes seen at this position come first (spread evenly over them), then the other classes
-    (ASCII punctuation, UTF-8 lead bytes for non-ASCII characters).
+    (ASCII punctuation, non-ASCII characters).
     """
     seen = set(seen)
     seen_classes = [c for c in _CLASSES if any(c[0] <= v <= c[1] for v in seen)]
     other = [c for c in _CLASSES if c not in seen_classes]
     candidates: list[int] = []
-    for lo, hi in seen_classes + other:
-        candidates += [v for v in range(lo, hi + 1) if v > above]
+    for c in seen_classes + other:
+        candidates += [v for v in _class_values(c) if v > above]
     want = ways - 1
     if not candidates or want <= 0:
         return []
@@ -125,30 +143,31 @@ def cut_points(
     """
     if ways < 2:
         return []
-    lo_b = encode(lo) if lo is not None else encode(prefix)
-    hi_b = encode(hi) if hi is not None else None
-    sample_b = sorted({encode(k) for k in sample})
+    lo_k = lo if lo is not None else prefix
+    ordered = sorted(set(sample))
     points: list[str] = []
-    code = code_run(sample_b, len(encode(prefix)))
-    top = code_top(code, sample_b, prefix)
-    if hi_b is None and top is not None and lo_b < encode(top) and ways > 2:
+    code = code_run(ordered, len(prefix))
+    top = code_top(code, ordered, prefix)
+    if hi is None and top is not None and lo_k < top and ways > 2:
         # the keys are a code: the space above lo ends past the alphabet's last character; cut it as a
         # bounded range and leave what lies above (most likely nothing: one request) as the last, open piece
         return [*cut_points(lo, top, prefix, sample, ways - 1), top]
-    if hi_b is None:
-        points = _open_points(lo_b, prefix, sample_b, ways, code)
+    if hi is None:
+        points = _open_points(lo_k, prefix, ordered, ways, code)
     else:
-        if lo_b >= hi_b:
+        if lo_k >= hi:
             return []
-        split_at = len(common_prefix(lo_b, hi_b))
-        if b"/" in lo_b[split_at:]:
-            # lo sits inside a directory that end is not in: between them lie sibling directories, which
-            # interpolation would treat as a filled space ("month=15"). Cut at the siblings lo's own path
-            # suggests, below end, as for an open remainder.
-            points = [c for c in _open_points(lo_b, prefix, sample_b, ways, code) if encode(c) < hi_b]
+        split_at = len(common_prefix(lo_k, hi))
+        leaf = lo_k.rfind("/")
+        if leaf >= split_at and hi > lo_k[:leaf] + "0":
+            # lo sits inside a directory that end is not in (and end is not just past it: "0" is the
+            # character after "/"): between them lie sibling directories, which interpolation would treat
+            # as a filled space ("month=15"). Cut at the siblings lo's own path suggests, below end, as for
+            # an open remainder.
+            points = [c for c in _open_points(lo_k, prefix, ordered, ways, code) if c < hi]
             if points:
                 return points
-        frame = _frame(lo_b, hi_b, sample_b, code)
+        frame = _frame(lo_k, hi, ordered, code)
         if frame is None:
             return []
         for i in range(1, ways):
@@ -157,40 +176,33 @@ def cut_points(
                 points.append(p)
     # strictly increasing, strictly inside (lo, hi)
     out: list[str] = []
-    last = lo_b
+    last = lo_k
     for p in points:
-        pb = encode(p)
-        if pb > last and (hi_b is None or pb < hi_b) and pb.startswith(encode(prefix)):
+        if p > last and (hi is None or p < hi) and p.startswith(prefix):
             out.append(p)
-            last = pb
+            last = p
     return out
 
 
 def _frame(
-    lo_b: bytes, hi_b: bytes, keys: Iterable[bytes], code: CodeRun | None, close_singletons: bool = False
+    lo: str, hi: str, keys: Iterable[str], code: CodeRun | None, close_singletons: bool = False
 ) -> Interval | None:
     """The interval (lo, hi) in the alphabet learned from ``keys`` and both bounds; None when empty."""
     alphabet = Alphabet(close_singletons=close_singletons, code=code)
-    for k in (*keys, lo_b, hi_b):
+    for k in (*keys, lo, hi):
         alphabet.add(k)
     try:
-        return Interval(lo_b, hi_b, alphabet)
+        return Interval(lo, hi, alphabet)
     except ValueError:
         return None
 
 
-def code_top(code: CodeRun | None, sample_b: Sequence[bytes], prefix: str) -> str | None:
+def code_top(code: CodeRun | None, ordered: Sequence[str], prefix: str) -> str | None:
     """When the keys under ``prefix`` are one code (hex names, ids; no directories): the first key past
     every key the code's alphabet can spell (``prefix + "g"`` for hex names); else None."""
-    if code is None or not sample_b or code.start != len(encode(prefix)):
+    if code is None or not ordered or code.start != len(prefix):
         return None
-    top = code.top(sample_b[0])
-    if top is None:
-        return None
-    try:
-        return top.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return code.top(ordered[0])
 
 
 def _class_of(v: int) -> tuple[int, int] | None:
@@ -198,30 +210,30 @@ def _class_of(v: int) -> tuple[int, int] | None:
 
 
 def _open_points(
-    lo_b: bytes, prefix: str, sample_b: Sequence[bytes], ways: int, code: CodeRun | None = None
+    lo: str, prefix: str, sample: Sequence[str], ways: int, code: CodeRun | None = None
 ) -> list[str]:
-    """Cut points above ``lo_b`` when nothing above it is known.
+    """Cut points above ``lo`` when nothing above it is known.
 
-    A key above lo shares lo's first d bytes and has a larger byte at position d, for some d. For each d up
-    to the deepest position where neighbouring sampled keys differ, the byte values expected above lo[d]:
+    A key above lo shares lo's first d characters and has a larger one at position d, for some d. For each d
+    up to the deepest position where neighbouring sampled keys differ, the characters expected above lo[d]:
     - where the sampled keys differ at d: the values seen there above lo[d] (from other branches), or, if
       none, the rest of the smallest classes that hold the values seen (hex digits after "6": "7".."9";
       a position showing only a-f letters is not extended to g-z);
-    - where every sampled key has the same byte: only a digit is expected to change (the next directory
+    - where every sampled key has the same character: only a digit is expected to change (the next directory
       "2024/1", the next year "2025"); a constant word ("files") is not cut;
     - at the prefix itself, when constant, the space above is unknown: a few cuts over every class, seen
       classes first.
     The cuts are shared out round-robin between the levels, shallowest first. A cut in empty space costs its
     thief one request; pieces near lo (likely dense) and far (unknown) are both covered.
     """
-    base = len(encode(prefix))
-    ordered = sorted({*sample_b, lo_b})
+    base = len(prefix)
+    ordered = sorted({*sample, lo})
     diffs = [len(common_prefix(a, b)) for a, b in itertools.pairwise(ordered)]
-    deepest = min(max([base, *diffs]), max(base, len(lo_b) - 1))
+    deepest = min(max([base, *diffs]), max(base, len(lo) - 1))
     levels: list[tuple[int, list[int]]] = []
     for d in range(deepest, base - 1, -1):
-        above = lo_b[d] if d < len(lo_b) else -1
-        everywhere = {k[d] for k in ordered if len(k) > d}
+        above = ord(lo[d]) if d < len(lo) else -1
+        everywhere = {ord(k[d]) for k in ordered if len(k) > d}
         if code is not None and code.covers(d) and above in code.alphabet:
             # inside the code the keys end in: every position takes the code's whole alphabet, whatever
             # one page showed of it
@@ -230,9 +242,9 @@ def _open_points(
             values = sorted(v for v in everywhere if v > above)
             if not values:
                 classes = {c for v in everywhere if (c := _class_of(v)) is not None}
-                values = sorted(v for c in classes for v in range(c[0], c[1] + 1) if v > above)
+                values = sorted(v for c in classes for v in _class_values(c) if v > above)
         elif d == base:
-            values = _open_cut_bytes(everywhere, above, UNKNOWN_LEVEL_CUTS + 1)
+            values = _open_cut_values(everywhere, above, UNKNOWN_LEVEL_CUTS + 1)
         else:
             values = list(range(max(above + 1, 0x31), 0x3A)) if 0x30 <= above <= 0x39 else []
         if values:
@@ -248,17 +260,16 @@ def _open_points(
             if left and share[i] < len(values):
                 share[i] += 1
                 left -= 1
-    points: list[bytes] = []
+    points: set[str] = set()
     for (d, values), take in zip(levels, share, strict=True):
         step = len(values) / take if take else 0
         for i in range(take):
-            points.append(lo_b[:d] + bytes([values[int(i * step)]]))
-    out = []
-    for raw in sorted(set(points)):
-        key = ceil_utf8(raw)
-        if key is not None:
-            out.append(key)
-    return sorted(set(out), key=encode)
+            v = values[int(i * step)]
+            # a value of a class need not be a character (a surrogate): the next one is
+            ch = chr(v) if not 0xD800 <= v <= 0xDFFF else char_after(v)
+            if ch is not None:
+                points.add(lo[:d] + ch)
+    return sorted(points)
 
 
 @dataclass
@@ -357,27 +368,26 @@ class Cursor:
         assert self.first is not None and self.pos is not None
         if end is None:
             # an open range of keys ending in a code ends (for the estimate) where the code's alphabet does
-            seen = sorted({encode(self.first), *map(encode, self.sample)})
-            end = code_top(code_run(seen, len(encode(self.prefix))), seen, self.prefix)
+            seen = sorted({self.first, *self.sample})
+            end = code_top(code_run(seen, len(self.prefix)), seen, self.prefix)
             if end is None:
                 return None
-        first_b, lo_b, hi_b = encode(self.first), encode(self.pos), encode(end)
-        if lo_b >= hi_b:
+        first, pos = self.first, self.pos
+        if pos >= end:
             return 0.0
         objects = self.objects
-        page_b = sorted({encode(k) for k in self.sample})
-        code = code_run(page_b, len(encode(self.prefix)))
-        if code is not None and first_b[: code.start] != lo_b[: code.start]:
+        page = sorted(set(self.sample))
+        code = code_run(page, len(self.prefix))
+        if code is not None and first[: code.start] != pos[: code.start]:
             # the listed span crosses directories (a sparse one, then this code): the density ahead, in the
             # same code, is the last page's
-            first_b, objects = page_b[0], self.page_n - 1
-        if first_b >= lo_b or objects <= 0:
+            first, objects = page[0], self.page_n - 1
+        if first >= pos or objects <= 0:
             return None
-        sample_b = sorted({first_b, *page_b})
-        frame = _frame(first_b, hi_b, sample_b, code, close_singletons=True)
+        frame = _frame(first, end, sorted({first, *page}), code, close_singletons=True)
         if frame is None:
             return 0.0
-        at = frame.coord(lo_b)
+        at = frame.coord(pos)
         read = at - frame.lo_c
         if read <= 0:
             return None
@@ -503,19 +513,17 @@ class Cursor:
             # the last page spans several directories: about page_n / (spanned - 1) keys each
             size = self.page_n / (len(leaves) - 1)
             return size / 2, size
-        pos_b, first_b = encode(self.pos), encode(first)
-        sample_b = sorted({first_b, *(encode(k) for k in in_leaf), pos_b})
+        ordered = sorted({first, *in_leaf, self.pos})
         # the directory's names must be a code (see keys.code_run): its alphabet bounds the space ahead;
         # names of no known alphabet say nothing of how many lie ahead
-        code = code_run(sample_b, len(encode(leaf)))
-        top = code.top(sample_b[0]) if code is not None else None
+        code = code_run(ordered, len(leaf))
+        top = code.top(ordered[0]) if code is not None else None
         if code is None or top is None:
             return None
-        lo_b, hi_b = sample_b[0][: code.start], top
-        frame = _frame(lo_b, hi_b, sample_b, code)
+        frame = _frame(ordered[0][: code.start], top, ordered, code)
         if frame is None:
             return None
-        c_first, c_pos = frame.coord(first_b), frame.coord(pos_b)
+        c_first, c_pos = frame.coord(first), frame.coord(self.pos)
         if c_pos <= c_first:
             return None
         density = objects / (c_pos - c_first)
@@ -600,7 +608,7 @@ class Cursor:
             # S3 named no directory between pos and the end: what lies past pos's own directory holds no
             # directory at any level, so cut that directory and leave the space past it as one piece
             leaf_end = levels[-1][:-1] + "0"  # past every key under it ("0" is the byte after "/")
-            if self.end is None or encode(leaf_end) < encode(self.end):
+            if self.end is None or leaf_end < self.end:
                 cuts = [*cut_points(self.pos, leaf_end, self.prefix, self.sample, ways - 1), leaf_end]
             else:
                 cuts = cut_points(self.pos, self.end, self.prefix, self.sample, ways)
@@ -623,7 +631,7 @@ class Cursor:
         )
         self.est_from = self.objects
         # The donor may already hold a continuation token past the new end: its next page is cut there.
-        if self.pos is not None and encode(self.pos) >= encode(cuts[0]):
+        if self.pos is not None and self.pos >= cuts[0]:
             self.done = True
         return given
 
