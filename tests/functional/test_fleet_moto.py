@@ -23,6 +23,7 @@ import pytest
 from helpers import seed
 from hpcstage.inventory import fleet
 from hpcstage.inventory.lister import ListOptions
+from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.steal import SplitPolicy
 from hpcstage.s3util import count_requests
 from moto import mock_aws
@@ -397,3 +398,22 @@ def test_listers_look_for_the_seed_range_in_its_shard_first(
     assert first is not None and first.id == "r0"
     # the others find the shard empty (the seed is leased), and no lease is expired yet
     assert [lister.acquire() for lister in listers[1:]] == [None, None]
+
+
+def test_a_donated_piece_carries_its_estimate_to_the_stream_that_claims_it(aws: tuple[Any, Any]) -> None:
+    """The donor's estimate of a piece travels through the store (open range, lease) to the thief's cursor, as
+    the simulator models it; after a donation the donor's lease no longer claims its old estimate."""
+    _, ddb = aws
+    store = fleet.FleetStore(ddb, TABLE, "run-est")
+    assert store.create("tok", [KeyRange(id="r0", estimate=9000)], "now")
+    seed = store.open_ranges(fleet._shard("r0", fleet.OPEN_SHARDS), 10)
+    assert [(r.id, r.estimate) for r in seed] == [("r0", 9000)]
+    donor = store.claim(seed[0], "lister-a", 60)
+    assert donor is not None and donor.estimate == 9000
+    store.donate(donor, [KeyRange(id="p1", start_after="m", end=None, estimate=4321)])
+    assert donor.estimate == 0 and store.leases()[0].estimate == 0
+    piece = store.open_ranges(fleet._shard("p1", fleet.OPEN_SHARDS), 10)
+    assert [(r.id, r.start_after, r.estimate) for r in piece] == [("p1", "m", 4321)]
+    thief = store.claim(piece[0], "lister-b", 60)
+    assert thief is not None and thief.estimate == 4321
+    assert {lease.id: lease.estimate for lease in store.leases()} == {"r0": 0, "p1": 4321}

@@ -298,6 +298,7 @@ class Lease:
     parts: list[dict[str, Any]] = field(default_factory=list)
     stats: list[str] = field(default_factory=list)
     given: int = 0
+    estimate: int = 0  # keys the donor estimated the range to hold when it was split off (0: unknown)
 
     @classmethod
     def from_item(cls, it: dict[str, Any]) -> Lease:
@@ -316,6 +317,7 @@ class Lease:
             parts=list(it.get("parts") or []),
             stats=list(it.get("stats") or []),
             given=int(it.get("given", 0)),
+            estimate=int(it.get("estimate", 0)),
         )
 
     def result(self) -> ShardResult:
@@ -410,6 +412,7 @@ class FleetStore:
                     "sk": {"S": r.id},
                     "start_after": _s(r.start_after),
                     "end": _s(r.end),
+                    "estimate": _n(r.estimate),
                     "expires": self._expires(),
                 },
                 "ConditionExpression": "attribute_not_exists(pk)",
@@ -526,11 +529,20 @@ class FleetStore:
         out = []
         for raw in got.get("Items", []):
             it = _item(raw)
-            out.append(KeyRange(id=str(it["sk"]), start_after=it.get("start_after"), end=it.get("end")))
+            out.append(
+                KeyRange(
+                    id=str(it["sk"]),
+                    start_after=it.get("start_after"),
+                    end=it.get("end"),
+                    estimate=int(it.get("estimate", 0)),
+                )
+            )
         return out
 
     def claim(self, r: KeyRange, owner: str, lease_s: float) -> Lease | None:
-        lease = Lease(r.id, r.start_after, r.end, owner, self.now_ms() + int(lease_s * 1000))
+        lease = Lease(
+            r.id, r.start_after, r.end, owner, self.now_ms() + int(lease_s * 1000), estimate=r.estimate
+        )
         try:
             self.ddb.transact_write_items(
                 TransactItems=[
@@ -558,6 +570,7 @@ class FleetStore:
                                 "requests": _n(0),
                                 "retries": _n(0),
                                 "given": _n(0),
+                                "estimate": _n(r.estimate),
                                 "state": {"S": "leased"},
                                 "expires": self._expires(),
                             },
@@ -703,15 +716,17 @@ class FleetStore:
             [
                 self._lease_update(
                     lease,
-                    "SET #e = :cut ADD given :g",
+                    # the range's estimate was of the whole range: unknown now (a takeover estimates anew)
+                    "SET #e = :cut, estimate = :zero ADD given :g",
                     {"#e": "end"},
-                    {":cut": _s(pieces[0].start_after), ":g": _n(len(pieces))},
+                    {":cut": _s(pieces[0].start_after), ":zero": _n(0), ":g": _n(len(pieces))},
                 ),
                 *(self._open_put(p) for p in pieces),
                 self._meta_add("outstanding", len(pieces)),
             ],
         )
         lease.end = pieces[0].start_after
+        lease.estimate = 0
 
     def finish(self, lease: Lease, seg: Segment) -> None:
         expr, values = seg.update_values()
@@ -1268,7 +1283,10 @@ class Lister:
     def _list(self, index: int, lease: Lease) -> None:
         st = _Stream(self, index, lease)
         resume = lease.checkpoint if lease.checkpoint is not None else lease.start_after
-        rng = KeyRange(id=lease.id, start_after=resume, end=lease.end)
+        # the donor's estimate of the range, less what earlier owners listed of it (the split decisions
+        # use it until the stream has listed enough to estimate for itself: steal.Cursor.inherited_pages)
+        left = max(0, lease.estimate - lease.objects) if lease.estimate else 0
+        rng = KeyRange(id=lease.id, start_after=resume, end=lease.end, estimate=left)
         try:
             res = list_range(
                 self.source_s3,
