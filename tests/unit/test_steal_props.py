@@ -455,6 +455,37 @@ def test_no_directory_request_inside_one_directory_or_for_a_small_remainder() ->
     assert cur.explore(8, policy) is None
 
 
+def test_many_directories_estimated_too_small_are_halved_by_count() -> None:
+    """Skewed tenants: the ones listed are small, so the tree estimate of the rest is below the split
+    threshold. With BISECT_DIRS or more named directories left the remainder is cut in two at the middle
+    one (a hidden big tenant gets a stream of its own sooner); with fewer it is not cut."""
+    from hpcstage.inventory.steal import BISECT_DIRS
+
+    def run(tenants: int) -> tuple[Cursor, list[KeyRange]]:
+        names = [f"t{i:02d}/" for i in range(tenants)]
+        rnd = random.Random(7)
+        keys = sorted(
+            f"{t}files/{rnd.getrandbits(32):08x}"
+            for i, t in enumerate(names)
+            for _ in range(40 if i != 9 else 4000)
+        )
+        s3 = FakeS3(keys)
+        cur = Cursor(KeyRange(id="r"))
+        cur.take(keys[:60], True, "t")  # t00/ and half of t01/
+        policy = SplitPolicy(min_split_pages=10, page_keys=100)
+        answer_explores(cur, s3, 8, policy)
+        est = cur.remaining_pages(100)
+        # sized like t01 (40 keys a tenant): the big t09/ is not seen
+        assert est is not None and est < 2 * policy.min_split_pages
+        return cur, cur.split(8, policy, iter(f"p{i}" for i in range(8)).__next__)
+
+    cur, given_ = run(40)  # t02/ .. t39/ named after pos: cut before the 20th of them
+    assert [g.start_after for g in given_] == ["t21/"]
+    assert cur.range.end == "t21/" and given_[0].end is None
+    cur, given_ = run(BISECT_DIRS + 1)  # BISECT_DIRS - 1 named after t01/: too few
+    assert given_ == [] and cur.range.end is None
+
+
 def test_a_truncated_directory_answer_still_covers_the_rest() -> None:
     """5,000 top-level directories: S3 names the first 1,000; the cuts still spread over all of them."""
     tenants = sorted(f"{random.Random(i).getrandbits(32):08x}/" for i in range(5000))

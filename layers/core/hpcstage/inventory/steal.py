@@ -94,6 +94,15 @@ def _class_values(c: tuple[int, int]) -> list[int]:
 MAX_EXPLORE = 3
 DIR_DELIMITER = "/"
 
+# A remainder that holds at least this many directories S3 named is cut in two at the middle one even when
+# its estimate is below the split threshold. The estimate sizes a directory nobody listed like the one being
+# listed; where directory sizes are skewed (tenants, projects: a few hold most keys) most are small, the
+# estimate is far too low, and a refused split leaves the large ones behind the small ones in one stream
+# (measured: a remainder of 23 tenants estimated at 15 pages held 720). The cut is at a real directory, so
+# it costs at most one request (the donor's last partial page); fewer directories than this are too few to
+# hide a large one often.
+BISECT_DIRS = 8
+
 # Cuts placed at the prefix's own level when nothing there was sampled: the space above is unknown, and
 # every cut that lands in empty space costs a request, so only a few.
 UNKNOWN_LEVEL_CUTS = 4
@@ -577,12 +586,17 @@ class Cursor:
         if self.done or ways < 2 or not self.pages:
             return []  # nothing read yet: no keys to learn cut points from
         est = self._crossing_pages(policy.page_keys)
+        known = self._known_dirs()
         if est is not None:
+            if est < 2 * policy.min_split_pages and len(known) >= BISECT_DIRS:
+                # many directories estimated too small to split: halve them by count (see BISECT_DIRS)
+                mid = known[len(known) // 2]
+                half = est * policy.page_keys / 2
+                return self._give([mid], [half, half], new_id)
             ways = min(ways, int(est // policy.min_split_pages))
             if ways < 2:
                 return []
         ways = min(ways, policy.max_ways)
-        known = self._known_dirs()
         tree = self._tree_estimate() if known else None
         if tree is not None:
             cuts, sizes = _weighted_cuts(tree[1], tree[2], ways)
