@@ -101,7 +101,7 @@ DIR_DELIMITER = "/"
 # (measured: a remainder of 23 tenants estimated at 15 pages held 720). The cut is at a real directory, so
 # it costs at most one request (the donor's last partial page); fewer directories than this are too few to
 # hide a large one often.
-BISECT_DIRS = 8
+BISECT_DIRS = 4
 
 # Cuts placed at the prefix's own level when nothing there was sampled: the space above is unknown, and
 # every cut that lands in empty space costs a request, so only a few.
