@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,8 +101,8 @@ def run_realtime(
     latency_s: float = 0.05,
     workdir: Path | None = None,
     timeout: float = 1800.0,
-    workers: int = 32,
-    procs: int | None = None,
+    workers: int | Sequence[int] = 32,
+    procs: Sequence[int] = (),
     precompute: bool = True,
     tools: tuple[str, ...] = ("hpcstage", "aws", "s5cmd", "rclone"),
 ) -> list[ToolRun]:
@@ -154,24 +155,29 @@ def run_realtime(
                 s = json.loads(p.read_text().strip().splitlines()[-1])
                 return int(s["objects"]), int(s["bytes"])
 
-            measure(
-                "hpcstage",
-                [
-                    str(hpc),
-                    "inventory",
-                    "s3://bench-bucket",
-                    "--endpoint-url",
-                    server.url,
-                    "--json",
-                    "--no-progress",
-                    "--workers",
-                    str(workers),
-                    *(["--procs", str(procs)] if procs is not None else []),
-                    "--out",
-                    str(workdir / "hpcstage-out"),
-                ],
-                parse_hpc,
-            )
+            for w, p in [
+                (w, p)
+                for w in (workers if isinstance(workers, Sequence) else [workers])
+                for p in procs or (None,)
+            ]:
+                measure(
+                    f"hpcstage --workers {w}" + ("" if p is None else f" --procs {p}"),
+                    [
+                        str(hpc),
+                        "inventory",
+                        "s3://bench-bucket",
+                        "--endpoint-url",
+                        server.url,
+                        "--json",
+                        "--no-progress",
+                        "--workers",
+                        str(w),
+                        *(["--procs", str(p)] if p is not None else []),
+                        "--out",
+                        str(workdir / "hpcstage-out"),
+                    ],
+                    parse_hpc,
+                )
         aws = shutil.which("aws")
         if aws and wanted("aws"):
 
@@ -231,9 +237,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("objects", nargs="?", type=lambda v: int(float(v)), default=200_000)
     ap.add_argument("shape", nargs="?", default="hot-prefix", choices=sorted(K.SHAPES))
     ap.add_argument("tools", nargs="?", default="hpcstage,aws,s5cmd,rclone", help="comma-separated")
-    ap.add_argument("--workers", type=int, default=default_workers(), help="hpcstage's streams, in all")
     ap.add_argument(
-        "--procs", type=int, help=f"hpcstage's processes (default its own: {default_processes()})"
+        "--workers",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[default_workers()],
+        help="hpcstage's streams in all, one run each (with each --procs), comma-separated",
+    )
+    ap.add_argument(
+        "--procs",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[],
+        help=f"hpcstage's processes, one run each, comma-separated (default its own: {default_processes()})",
     )
     ap.add_argument("--latency", type=float, default=0.05, help="seconds a page")
     args = ap.parse_args(argv)

@@ -141,3 +141,65 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_versions_in_two_processes_equal_one(tmp_path: Path) -> None:
+    """ListObjectVersions through worker processes (moto's server: the bench endpoint lists no versions):
+    the same versions, delete markers and statistics as one process."""
+    import random
+
+    import boto3
+    from hpcstage.inventory.lister import ListOptions
+    from hpcstage.inventory.steal import SplitPolicy
+    from hpcstage.inventory.versions import VERSIONS
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        url = f"http://{host}:{port}"
+        s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1")
+        s3.create_bucket(Bucket="bkt")
+        s3.put_bucket_versioning(Bucket="bkt", VersioningConfiguration={"Status": "Enabled"})
+        rng = random.Random(5)
+        keys = [f"d{i % 4}/f{i:04d} é+%" for i in range(150)]
+        for key in keys:
+            for _ in range(rng.choice([1, 2, 3])):
+                s3.put_object(Bucket="bkt", Key=key, Body=b"x" * rng.randint(0, 300))
+        for key in rng.sample(keys, 20):
+            s3.delete_object(Bucket="bkt", Key=key)
+
+        truth = sum(
+            len(pg.get("Versions", []))
+            for pg in s3.get_paginator("list_object_versions").paginate(Bucket="bkt")
+        )
+        # whole pages of 1,000 (no split): with pages of 10 and splits, a versioned listing against moto
+        # (in-process or server) comes out a few versions short with one process as with two, and moto
+        # answers a KeyMarker alone with versions of the marker key itself (S3 starts at the next key);
+        # the cause is not established here (bench/RESULTS.md, "processes")
+        page = 1000
+        listing = ListOptions(
+            page_size=page, source=VERSIONS, policy=SplitPolicy(min_split_pages=1, page_keys=page)
+        )
+        client = make_s3_client(url, "us-east-1", pool=16)
+        one = run(client, LocalStore(tmp_path / "one"), processes=1, workers=4, listing=listing)
+        two = run(client, LocalStore(tmp_path / "two"), processes=2, workers=4, listing=listing)
+    finally:
+        server.stop()
+
+    assert two["versions"] == one["versions"]
+    assert two["objects"] == truth
+    assert two["versions"]["delete_markers"] == 20
+    assert (two["objects"], two["bytes"]) == (one["objects"], one["bytes"])
+    assert sum(p["objects"] for p in two["processes"]) == two["objects"]
+
+    def rows(folder: Path) -> list[tuple[Any, ...]]:
+        return sorted(
+            duckdb.sql(
+                f"select key, version_id, is_latest, is_delete_marker, size from read_parquet('{folder}/data/*.parquet')"
+            ).fetchall()
+        )
+
+    assert rows(tmp_path / "two") == rows(tmp_path / "one")
+    assert len(rows(tmp_path / "one")) == one["objects"] + 20
