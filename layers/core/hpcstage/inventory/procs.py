@@ -236,6 +236,7 @@ class LinkedPool:
         with self._cv:
             if self.failed is None:
                 self.failed = err
+            self.stopping = True  # this worker's other streams stop at their next page: the run is lost
             self._cv.notify_all()
 
     @property
