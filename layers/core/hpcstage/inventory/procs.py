@@ -1,15 +1,15 @@
 """The local runner on several processes: P worker processes of T streams each, stealing work across them.
 
-One process's streams share one GIL, and listing costs CPU (request path, page parsing, Parquet: about
-7-9 CPU-s per million keys on a laptop-class core), so on a machine with more than one core the command
+One process's streams share one GIL, and listing costs CPU (request path, page parsing, Parquet: 7-9
+CPU-s per million keys in bench/RESULTS.md), so on a machine with more than one core the command
 line's runner lists in P processes. Worker 0 is the parent's own streams (a thread of it, with the clients
 the parent already has); workers 1..P-1 are processes started with the "spawn" method (no fork of a
 process whose threads are running), which make their S3 clients again from the same settings
 (``s3util.ClientSpec``: endpoint, region, timeouts, access; credentials from the same chain).
 
 Work stealing crosses processes while they run, with the engine's own splits: the parent's coordinator
-thread hears from each worker over a pipe whether its streams are hungry (more than half of them idle, none
-queued) and asks the busiest worker to split off pieces of the ranges it is listing (the same
+thread hears from each worker over a pipe whether its streams are hungry (more than half of them idle,
+or none listing) and asks the busiest worker to split off pieces of the ranges it is listing (the same
 ``Cursor.split`` its streams use for each other: the pool's ``wanted()`` counts the pieces owed to other
 processes, ``give`` sends them to the coordinator), and hands them over. Seeds all start in worker 0.
 
