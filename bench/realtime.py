@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,8 @@ class ToolRun:
     seconds: float
     pages: int
     note: str = ""
+    cpu_s: float | None = None  # the tool's user + system CPU, its child processes included
+    endpoint_cpu_s: float | None = None  # the endpoint's (this process's) CPU while the tool ran
 
 
 def _env(url: str) -> dict[str, str]:
@@ -59,11 +63,29 @@ def _env(url: str) -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], env: dict[str, str], stdout_path: Path, timeout: float) -> tuple[float, str, int]:
+def _cpu(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def _run(
+    cmd: list[str], env: dict[str, str], stdout_path: Path, timeout: float
+) -> tuple[float, str, int, float, float]:
+    """(seconds, stderr's tail, exit code, the tool's CPU-s, this process's CPU-s: the endpoint's).
+
+    The tool's CPU is that of every process it waited for (RUSAGE_CHILDREN counts grandchildren once
+    reaped), so a runner's worker processes are in it."""
     t = time.perf_counter()
+    mine, theirs = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
     with open(stdout_path, "wb") as out:
         proc = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.PIPE, timeout=timeout, check=False)
-    return time.perf_counter() - t, proc.stderr.decode(errors="replace")[-2000:], proc.returncode
+    return (
+        time.perf_counter() - t,
+        proc.stderr.decode(errors="replace")[-2000:],
+        proc.returncode,
+        _cpu(resource.RUSAGE_CHILDREN) - theirs,
+        _cpu(resource.RUSAGE_SELF) - mine,
+    )
 
 
 def _tail(path: Path, n: int = 4096) -> str:
@@ -79,7 +101,8 @@ def run_realtime(
     latency_s: float = 0.05,
     workdir: Path | None = None,
     timeout: float = 1800.0,
-    workers: int = 32,
+    workers: int | Sequence[int] = 32,
+    procs: Sequence[int] = (),
     precompute: bool = True,
     tools: tuple[str, ...] = ("hpcstage", "aws", "s5cmd", "rclone"),
 ) -> list[ToolRun]:
@@ -99,7 +122,7 @@ def run_realtime(
             before = server.pages
             out = workdir / f"{tool}.out"
             try:
-                secs, err, rc = _run(cmd, env, out, timeout)
+                secs, err, rc, cpu, endpoint_cpu = _run(cmd, env, out, timeout)
             except subprocess.TimeoutExpired:
                 runs.append(
                     ToolRun(tool, " ".join(cmd), None, None, timeout, server.pages - before, "timed out")
@@ -115,11 +138,15 @@ def run_realtime(
                         secs,
                         server.pages - before,
                         f"exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}",
+                        cpu,
+                        endpoint_cpu,
                     )
                 )
                 return
             n, b = parse(out)  # type: ignore[operator]
-            runs.append(ToolRun(tool, " ".join(cmd), n, b, secs, server.pages - before))
+            runs.append(
+                ToolRun(tool, " ".join(cmd), n, b, secs, server.pages - before, "", cpu, endpoint_cpu)
+            )
 
         hpc = VENV_BIN / "hpcstage"
         if hpc.exists() and wanted("hpcstage"):
@@ -128,23 +155,29 @@ def run_realtime(
                 s = json.loads(p.read_text().strip().splitlines()[-1])
                 return int(s["objects"]), int(s["bytes"])
 
-            measure(
-                "hpcstage",
-                [
-                    str(hpc),
-                    "inventory",
-                    "s3://bench-bucket",
-                    "--endpoint-url",
-                    server.url,
-                    "--json",
-                    "--no-progress",
-                    "--workers",
-                    str(workers),
-                    "--out",
-                    str(workdir / "hpcstage-out"),
-                ],
-                parse_hpc,
-            )
+            for w, p in [
+                (w, p)
+                for w in (workers if isinstance(workers, Sequence) else [workers])
+                for p in procs or (None,)
+            ]:
+                measure(
+                    f"hpcstage --workers {w}" + ("" if p is None else f" --procs {p}"),
+                    [
+                        str(hpc),
+                        "inventory",
+                        "s3://bench-bucket",
+                        "--endpoint-url",
+                        server.url,
+                        "--json",
+                        "--no-progress",
+                        "--workers",
+                        str(w),
+                        *(["--procs", str(p)] if p is not None else []),
+                        "--out",
+                        str(workdir / "hpcstage-out"),
+                    ],
+                    parse_hpc,
+                )
         aws = shutil.which("aws")
         if aws and wanted("aws"):
 
@@ -194,13 +227,49 @@ def run_realtime(
     return [truth, *runs]
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    from hpcstage.inventory.procs import default_processes
     from hpcstage.inventory.runner import default_workers
 
-    # python -m bench.realtime [objects] [shape]: the issue's check is 1,000,000 objects of a skewed shape
-    # python -m bench.realtime 1000000 hot-prefix hpcstage,s5cmd: only the tools named (default: all four)
-    n = int(float(sys.argv[1])) if len(sys.argv) > 1 else 200_000
-    shape = sys.argv[2] if len(sys.argv) > 2 else "hot-prefix"
-    tools = tuple(sys.argv[3].split(",")) if len(sys.argv) > 3 else ("hpcstage", "aws", "s5cmd", "rclone")
-    for r in run_realtime(n, shape, 0.05, workers=default_workers(), tools=tools):
-        print(r)
+    ap = argparse.ArgumentParser(description="real time of hpcstage and other listers on the local endpoint")
+    ap.add_argument("objects", nargs="?", type=lambda v: int(float(v)), default=200_000)
+    ap.add_argument("shape", nargs="?", default="hot-prefix", choices=sorted(K.SHAPES))
+    ap.add_argument("tools", nargs="?", default="hpcstage,aws,s5cmd,rclone", help="comma-separated")
+    ap.add_argument(
+        "--workers",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[default_workers()],
+        help="hpcstage's streams in all, one run each (with each --procs), comma-separated",
+    )
+    ap.add_argument(
+        "--procs",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[],
+        help=f"hpcstage's processes, one run each, comma-separated (default its own: {default_processes()})",
+    )
+    ap.add_argument("--latency", type=float, default=0.05, help="seconds a page")
+    args = ap.parse_args(argv)
+    # the issue's check: python -m bench.realtime 1000000 hot-prefix hpcstage,s5cmd
+    for r in run_realtime(
+        args.objects,
+        args.shape,
+        args.latency,
+        workers=args.workers,
+        procs=args.procs,
+        tools=tuple(args.tools.split(",")),
+    ):
+        cpu = (
+            ""
+            if r.cpu_s is None
+            else f" cpu {r.cpu_s:.2f} s ({r.cpu_s / max(1, r.objects or 1) * 1e6:.2f} s/M)"
+        )
+        ep = "" if r.endpoint_cpu_s is None else f" endpoint cpu {r.endpoint_cpu_s:.2f} s"
+        print(
+            f"{r.tool}: {r.seconds:.2f} s, {r.objects} objects, {r.bytes} bytes, {r.pages} pages{cpu}{ep} {r.note}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -27,10 +27,19 @@ from .errors import (
 from .inventory.directory import is_directory_bucket, run_directory_inventory
 from .inventory.lister import ListOptions
 from .inventory.output import LocalStore, OutputStore, S3Store, hive_ddl, target_name
+from .inventory.procs import ListerProcesses, default_processes
 from .inventory.report import human_bytes, render_report
 from .inventory.runner import InventoryOptions, Progress, default_workers, run_inventory, seeds_from_hints
 from .inventory.versions import VERSIONS
-from .s3util import AccessOptions, Timeouts, access_summary, make_s3_client, parse_s3_url
+from .s3util import (
+    AccessOptions,
+    S3Url,
+    Timeouts,
+    access_summary,
+    in_process_mock,
+    make_s3_client,
+    parse_s3_url,
+)
 
 DEFAULTS = Timeouts()
 
@@ -72,7 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=_positive_int,
         default=default_workers(),
-        help=f"concurrent ListObjectsV2 streams that split work among themselves (default {default_workers()})",
+        help=f"concurrent ListObjectsV2 streams that split work among themselves, over all processes "
+        f"(default {default_workers()})",
+    )
+    inv.add_argument(
+        "--procs",
+        type=_positive_int,
+        help="processes to list in, sharing the streams and stealing work from each other (default: one "
+        f"per usable core, here {default_processes()}; 1 under an in-process mock of S3)",
     )
     inv.add_argument(
         "--out",
@@ -262,9 +278,6 @@ def _previous_store(previous: dict[str, Any] | None, s3: Any) -> OutputStore | N
 
 
 def cmd_inventory(args: argparse.Namespace) -> int:
-    from .inventory.probe import check_listable
-    from .progress import ProgressDisplay
-
     url = parse_s3_url(args.url)
     # every input is read and checked before anything is listed or written
     hints = read_hints(args.hints, args.workers) if args.hints else None
@@ -282,6 +295,38 @@ def cmd_inventory(args: argparse.Namespace) -> int:
         external_id=args.external_id,
         request_payer=args.request_payer,
     )
+    procs = min(args.workers, _processes(args.procs))
+    # the worker processes start now: they import and get ready while this one checks the bucket
+    with ListerProcesses(procs - 1) as spare:
+        return _inventory(args, url, hints, previous, timeouts, access, procs, spare)
+
+
+def _processes(asked: int | None) -> int:
+    """--procs, or the default: one per usable core, and 1 where an in-process mock answers S3 (another
+    process would not see it)."""
+    if in_process_mock():
+        if asked is not None and asked > 1:
+            raise InputError(
+                f"--procs {asked}: an in-process mock of S3 (moto's mock_aws) answers here, and other "
+                "processes would not see it; use --procs 1"
+            )
+        return 1
+    return asked if asked is not None else default_processes()
+
+
+def _inventory(
+    args: argparse.Namespace,
+    url: S3Url,
+    hints: list[dict[str, Any]] | None,
+    previous: dict[str, Any] | None,
+    timeouts: Timeouts,
+    access: AccessOptions,
+    procs: int,
+    spare: ListerProcesses,
+) -> int:
+    from .inventory.probe import check_listable
+    from .progress import ProgressDisplay
+
     probe = make_s3_client(args.endpoint_url, args.region, pool=2, timeouts=timeouts.probe(), access=access)
     check_listable(probe, url.bucket, url.prefix)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -297,6 +342,8 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     out = prepare_output(args.out, url.bucket, url.prefix, stamp, out_s3, out_probe)
     opts = InventoryOptions(
         workers=args.workers,
+        processes=procs,
+        spare_processes=spare,
         listing=ListOptions(stats_depth=args.depth, source=VERSIONS if args.versions else None),
         extra_summary=access_summary(access),
         hints=hints,

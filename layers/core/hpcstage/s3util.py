@@ -7,7 +7,9 @@ exponential backoff with full jitter; we count the retries it made from the resp
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -321,12 +323,24 @@ def _session(access: AccessOptions) -> Any:
     from botocore.exceptions import ProfileNotFound
 
     try:
-        return boto3.session.Session(profile_name=access.profile)
+        session = boto3.session.Session(profile_name=access.profile)
     except ProfileNotFound:
         known = boto3.session.Session().available_profiles
         raise ConfigError(
             f"no AWS profile named {access.profile!r} (profiles in your AWS config: {', '.join(sorted(known)) or 'none'})"
         ) from None
+    # One loader of botocore's data files (the S3 model, endpoint rules: ~0.3-0.5 CPU-s of JSON) for every
+    # session of the process: the probe's client and the listing's no longer each read them.
+    core = session._session  # noqa: SLF001
+    core.register_component("data_loader", _data_loader(core.get_config_variable("data_path")))
+    return session
+
+
+@functools.lru_cache(maxsize=4)
+def _data_loader(data_path: str | None) -> Any:
+    from botocore.loaders import create_loader
+
+    return create_loader(data_path)
 
 
 def assume_role_refresher(sts: Any, access: AccessOptions) -> Any:
@@ -395,7 +409,45 @@ def make_s3_client(
         for op in _PAYER_OPERATIONS:
             client.meta.events.register(f"before-parameter-build.s3.{op}", _add_request_payer)
     client.meta.hpcstage_access = access  # type: ignore[attr-defined]
+    if sts is None:
+        # an injected STS client (tests, the local runtime) cannot be made again elsewhere
+        client.meta.hpcstage_spec = ClientSpec(endpoint_url, region, pool, access, timeouts)  # type: ignore[attr-defined]
     return enable_fast_list_parsing(client)
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """What ``make_s3_client`` was called with: enough to make the same client in another process
+    (credentials come again from the same chain there: environment, profile, role)."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    pool: int = 50
+    access: AccessOptions = dataclasses.field(default_factory=lambda: AccessOptions())
+    timeouts: Timeouts | None = None
+
+    def make(self, pool: int | None = None) -> Any:
+        return make_s3_client(
+            self.endpoint_url,
+            self.region,
+            pool=self.pool if pool is None else pool,
+            access=self.access,
+            timeouts=self.timeouts,
+        )
+
+
+def client_spec(s3: Any) -> ClientSpec | None:
+    """How to make ``s3`` again in another process; None for clients made elsewhere (plain boto3, stubs)."""
+    found = getattr(getattr(s3, "meta", None), "hpcstage_spec", None)
+    return found if isinstance(found, ClientSpec) else None
+
+
+def in_process_mock() -> bool:
+    """Whether an in-process mock (moto's ``mock_aws``) answers this process's boto3 requests: another
+    process would not see it (its requests would go to the real endpoint), so listing stays in this one.
+    Looked up without importing moto (it is a test and local-runtime dependency only)."""
+    models = sys.modules.get("moto.core.models")
+    return bool(getattr(getattr(models, "botocore_stubber", None), "enabled", False))
 
 
 def access_summary(access: AccessOptions) -> dict[str, Any]:

@@ -108,6 +108,10 @@ class InventoryStats:
         if self._pending_rows >= self.batch_rows:
             self._aggregate_pending()
 
+    def fold(self) -> None:
+        """Aggregate the buffered pages now (a stream between two ranges); the tables are the same."""
+        self._aggregate_pending()
+
     def _aggregate_pending(self) -> None:
         """Fold the buffered pages into the tables. A batch is consecutive pages of sorted keys, so a
         group often takes the whole batch (one class, one prefix, one age bucket): each table first
