@@ -117,6 +117,7 @@ class _RunWatch:
         self.stream = stream
         self.interval = interval
         self.run: tuple[str, str] | None = None  # (fleet table, run id) once validated
+        self._store: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start = time.monotonic()
@@ -149,8 +150,12 @@ class _RunWatch:
             return "  listing: not started"
         from .inventory.fleet import FleetStore
 
-        table, run_id = self.run
-        leases = FleetStore(self.aws.client("dynamodb"), table, run_id).leases()
+        if self._store is None:
+            # one client for the whole run: making one (a boto3 Session loading its models) costs ~0.1-0.5 s
+            # of CPU, which every 5 s took a visible share of the core the listers and the state machine share
+            table, run_id = self.run
+            self._store = FleetStore(self.aws.client("dynamodb"), table, run_id)
+        leases = self._store.leases()
         objects = sum(lease.objects for lease in leases)
         nbytes = sum(lease.bytes for lease in leases)
         requests = sum(lease.requests for lease in leases)
