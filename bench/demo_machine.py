@@ -19,6 +19,7 @@ import statistics
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from hpcstage.local import LocalAws
@@ -65,6 +66,23 @@ class ListTimes:
             return [(a, d) for a, d in self.times if a >= t]
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_note(aws: Any, before: tuple[float, float]) -> str:
+    here = cpu_s(os.getpid()) - before[0]
+    if aws.s3 is None:
+        return f"CPU {here:.1f} s in this process (S3 included)"
+    return f"CPU {here:.1f} s in this process, {cpu_s(aws.s3.pid) - before[1]:.1f} s in the S3 process"
+
+
+def cpu_now(aws: Any) -> tuple[float, float]:
+    return cpu_s(os.getpid()), cpu_s(aws.s3.pid) if aws.s3 is not None else 0.0
+
+
 def busy(lists: list[tuple[float, float]]) -> float:
     """The share of the time from the first LIST's arrival to the last one's answer in which the endpoint
     was answering at least one LIST."""
@@ -98,7 +116,7 @@ def main(argv: list[str]) -> int:
         deployed = aws.deploy(root / "template.yaml", local_parameters(DEMO_BUCKET), root)
         for r in range(args.rounds):
             for listers, streams in sizings:
-                t = time.monotonic()
+                t, cpu = time.monotonic(), cpu_now(aws)
                 event = {"bucket": DEMO_BUCKET, "max_listers": listers, "streams": streams, "stats_depth": 2}
                 res = run_inventory_machine(aws, deployed, event)
                 took = time.monotonic() - t
@@ -111,17 +129,17 @@ def main(argv: list[str]) -> int:
                     f"{statistics.mean(d for _, d in got):.3f} s per LIST at the endpoint, "
                     f"first LIST {got[0][0] - t:.1f} s after the start, last LIST answered "
                     f"{t + took - max(a + d for a, d in got):.1f} s before the end, endpoint busy "
-                    f"{busy(got):.0%} from first to last LIST",
+                    f"{busy(got):.0%} from first to last LIST; {cpu_note(aws, cpu)}",
                     flush=True,
                 )
-            t = time.monotonic()
+            t, cpu = time.monotonic(), cpu_now(aws)
             counted = _s5cmd_du(aws.s3_endpoint_url, DEMO_BUCKET)
             took = time.monotonic() - t
             got = lists.since(t, aws)
             print(
                 f"round {r + 1} s5cmd du: {took:.1f} s, exact={counted == expected}, {len(got)} LIST, "
                 f"{statistics.mean(d for _, d in got):.3f} s per LIST at the endpoint, endpoint busy "
-                f"{busy(got):.0%} from first to last LIST",
+                f"{busy(got):.0%} from first to last LIST; {cpu_note(aws, cpu)}",
                 flush=True,
             )
     return 0
