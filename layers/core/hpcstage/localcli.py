@@ -32,10 +32,12 @@ QUIET_ENV = {
     "POWERTOOLS_DEV": "false",
 }
 DEMO_BUCKET = "demo-research-data"
-# The fleet's size for the demo's endpoint: moto, in this process, renders a 1,000-key page in ~0.45 s of CPU
-# under one GIL, so one stream keeps it busy and every other stream only adds requests (the splits' partial
-# and over-read pages) and coordination. Measured on the demo's 100,000 objects (bench/RESULTS.md, "make demo"):
-# 1 x 1 stream 47.8 s and 100 LIST requests, 1 x 2 streams 67.7 s and 230, 1 x 4 streams 74.7 s and 268.
+# The fleet's size for the demo's endpoint: moto renders a 1,000-key page in ~0.3-0.45 s of CPU under one
+# interpreter lock (in a process of its own since the demo serves S3 from one), so one stream keeps it busy;
+# the lister requests its next page while it writes the last one. Every other stream only adds requests (the
+# splits' partial and over-read pages) and lock contention at the endpoint. Measured on the demo's 100,000
+# objects with S3 in its own process (bench/RESULTS.md, "make demo"): 1 x 1 stream 37.8 s and 100 LIST requests,
+# 1 x 2 streams 71.8 s and 234, 1 x 4 streams 158.1 s and 237.
 DEMO_FLEET = {"max_listers": 1, "streams": 1}
 CLASSES = [
     ("STANDARD", 70),
