@@ -1,12 +1,14 @@
 """`make demo`'s inventory against `s5cmd du`, on the demo's endpoint, with the time each LIST took there.
 
-Seeds the demo's 100,000 objects in moto served over HTTP from this process (as `hpcstage demo` does), deploys
+Seeds the demo's 100,000 objects in moto served over HTTP, from a process of its own as `hpcstage demo` does
+(`--s3 process`, the default) or from this process as the demo did before (`--s3 embedded`), deploys
 template.yaml, then for each round runs the inventory state machine with each sizing given (listers x streams,
 the demo's own by default) and `s5cmd du`, one after another. For each run it prints the wall time, the LIST
 requests the endpoint served, the mean time the endpoint took per LIST (its request handling, as the client
 waits for it) and, for the state machine, when its first LIST arrived.
 
     python -m bench.demo_machine --rounds 2 1x1 1x4
+    python -m bench.demo_machine --s3 embedded 1x1
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import statistics
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from hpcstage.local import LocalAws
@@ -29,7 +32,6 @@ from hpcstage.localcli import (
     demo_objects,
     local_parameters,
     run_inventory_machine,
-    seed_bucket,
 )
 
 
@@ -57,9 +59,39 @@ class ListTimes:
 
         werkzeug.serving.WSGIRequestHandler.run_wsgi = run_wsgi  # type: ignore[method-assign]
 
-    def since(self, t: float) -> list[tuple[float, float]]:
+    def since(self, t: float, aws: Any) -> list[tuple[float, float]]:
+        if aws.s3 is not None:  # S3 in its own process: it keeps the same record
+            return [(a, d) for a, d, bucket in aws.s3.lists(t) if bucket == DEMO_BUCKET]
         with self.lock:
             return [(a, d) for a, d in self.times if a >= t]
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_note(aws: Any, before: tuple[float, float]) -> str:
+    here = cpu_s(os.getpid()) - before[0]
+    if aws.s3 is None:
+        return f"CPU {here:.1f} s in this process (S3 included)"
+    return f"CPU {here:.1f} s in this process, {cpu_s(aws.s3.pid) - before[1]:.1f} s in the S3 process"
+
+
+def cpu_now(aws: Any) -> tuple[float, float]:
+    return cpu_s(os.getpid()), cpu_s(aws.s3.pid) if aws.s3 is not None else 0.0
+
+
+def busy(lists: list[tuple[float, float]]) -> float:
+    """The share of the time from the first LIST's arrival to the last one's answer in which the endpoint
+    was answering at least one LIST."""
+    spans = sorted((a, a + d) for a, d in lists)
+    covered, reach = 0.0, spans[0][0]
+    for start, end in spans:
+        covered += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    return covered / (reach - spans[0][0])
 
 
 def main(argv: list[str]) -> int:
@@ -67,6 +99,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("sizing", nargs="*", help="LxS: listers x streams (default: the demo's)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--objects", type=int, default=100_000)
+    ap.add_argument("--s3", choices=("process", "embedded"), default="process", help="where S3 is served")
     args = ap.parse_args(argv)
     sizings = [tuple(int(x) for x in s.lower().split("x")) for s in args.sizing] or [
         (DEMO_FLEET["max_listers"], DEMO_FLEET["streams"])
@@ -75,35 +108,38 @@ def main(argv: list[str]) -> int:
     lists = ListTimes()
     lists.install()
     root = _project_root()
-    with LocalAws(server=True) as aws:
+    with LocalAws(server=True, s3_process=args.s3 == "process") as aws:
         aws.client("s3").create_bucket(Bucket=DEMO_BUCKET)
         objects = demo_objects(args.objects)
-        seed_bucket(DEMO_BUCKET, objects)
+        aws.seed_objects(DEMO_BUCKET, objects)
         expected = (len(objects), sum(s for s, _ in objects.values()))
         deployed = aws.deploy(root / "template.yaml", local_parameters(DEMO_BUCKET), root)
         for r in range(args.rounds):
             for listers, streams in sizings:
-                t = time.monotonic()
+                t, cpu = time.monotonic(), cpu_now(aws)
                 event = {"bucket": DEMO_BUCKET, "max_listers": listers, "streams": streams, "stats_depth": 2}
                 res = run_inventory_machine(aws, deployed, event)
                 took = time.monotonic() - t
-                got = lists.since(t)
+                got = lists.since(t, aws)
                 out = res.output or {}
                 exact = (out.get("objects"), out.get("bytes")) == expected
                 print(
                     f"round {r + 1} state machine {listers}x{streams}: {took:.1f} s, {res.status}, exact={exact}, "
                     f"{len(got)} LIST (summary: {out.get('list_requests')}), "
                     f"{statistics.mean(d for _, d in got):.3f} s per LIST at the endpoint, "
-                    f"first LIST {got[0][0] - t:.1f} s after the start",
+                    f"first LIST {got[0][0] - t:.1f} s after the start, last LIST answered "
+                    f"{t + took - max(a + d for a, d in got):.1f} s before the end, endpoint busy "
+                    f"{busy(got):.0%} from first to last LIST; {cpu_note(aws, cpu)}",
                     flush=True,
                 )
-            t = time.monotonic()
-            counted = _s5cmd_du(aws.endpoint_url, DEMO_BUCKET)
+            t, cpu = time.monotonic(), cpu_now(aws)
+            counted = _s5cmd_du(aws.s3_endpoint_url, DEMO_BUCKET)
             took = time.monotonic() - t
-            got = lists.since(t)
+            got = lists.since(t, aws)
             print(
                 f"round {r + 1} s5cmd du: {took:.1f} s, exact={counted == expected}, {len(got)} LIST, "
-                f"{statistics.mean(d for _, d in got):.3f} s per LIST at the endpoint",
+                f"{statistics.mean(d for _, d in got):.3f} s per LIST at the endpoint, endpoint busy "
+                f"{busy(got):.0%} from first to last LIST; {cpu_note(aws, cpu)}",
                 flush=True,
             )
     return 0

@@ -58,8 +58,7 @@ def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
         "output": "s3://results/outputs/{run_id}/",
     }
     with mock_aws():
-        clients.s3.cache_clear()
-        clients.client.cache_clear()
+        clients.reset()
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
         ddb = boto3.client("dynamodb", region_name="us-east-1")
@@ -84,8 +83,7 @@ def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
         with mock.patch.dict(os.environ, variables):
             app = load_handler()
             yield {"s3": s3, "ddb": ddb, "sfn": sfn, "machine": machine, "app": app, "tmp": tmp_path}
-        clients.s3.cache_clear()
-        clients.client.cache_clear()
+        clients.reset()
 
 
 def event(

@@ -32,10 +32,12 @@ QUIET_ENV = {
     "POWERTOOLS_DEV": "false",
 }
 DEMO_BUCKET = "demo-research-data"
-# The fleet's size for the demo's endpoint: moto, in this process, renders a 1,000-key page in ~0.45 s of CPU
-# under one GIL, so one stream keeps it busy and every other stream only adds requests (the splits' partial
-# and over-read pages) and coordination. Measured on the demo's 100,000 objects (bench/RESULTS.md, "make demo"):
-# 1 x 1 stream 47.8 s and 100 LIST requests, 1 x 2 streams 67.7 s and 230, 1 x 4 streams 74.7 s and 268.
+# The fleet's size for the demo's endpoint: moto renders a 1,000-key page in ~0.3-0.45 s of CPU under one
+# interpreter lock (in a process of its own since the demo serves S3 from one), so one stream keeps it busy;
+# the lister requests its next page while it writes the last one. Every other stream only adds requests (the
+# splits' partial and over-read pages) and lock contention at the endpoint. Measured on the demo's 100,000
+# objects with S3 in its own process (bench/RESULTS.md, "make demo"): 1 x 1 stream 37.8 s and 100 LIST requests,
+# 1 x 2 streams 71.8 s and 234, 1 x 4 streams 158.1 s and 237.
 DEMO_FLEET = {"max_listers": 1, "streams": 1}
 CLASSES = [
     ("STANDARD", 70),
@@ -96,22 +98,15 @@ def demo_objects(n: int, seed: int = 2026) -> dict[str, tuple[int, str]]:
 def seed_bucket(
     bucket: str, objects: dict[str, tuple[int, str]], ages_days: dict[str, float] | None = None
 ) -> None:
-    """Objects straight into moto's S3 backend (sizes are recorded, bodies are not stored).
+    """Objects straight into this process's moto S3 backend (sizes are recorded, bodies are not stored).
 
-    ``ages_days``: how long ago some keys were last modified (the rest: now).
+    ``ages_days``: how long ago some keys were last modified (the rest: now). With ``LocalAws(s3_process=True)``
+    S3 is in another process: use ``LocalAws.seed_objects`` there.
     """
-    from datetime import timedelta
+    from .local.s3process import put_sized_objects
 
-    from moto.core.utils import utcnow
-    from moto.s3.models import s3_backends
-
-    backend = s3_backends["123456789012"]["aws"]
-    now = utcnow()
-    for key, (size, cls) in objects.items():
-        fake = backend.put_object(bucket, key, b"", storage=cls)
-        fake.contentsize = size  # moto reports Size from this; no need to hold the bytes in memory
-        if ages_days and key in ages_days:
-            fake.last_modified = now - timedelta(days=ages_days[key])
+    ages = ages_days or {}
+    put_sized_objects(bucket, [(key, size, cls, ages.get(key)) for key, (size, cls) in objects.items()])
 
 
 class _RunWatch:
@@ -124,6 +119,7 @@ class _RunWatch:
         self.stream = stream
         self.interval = interval
         self.run: tuple[str, str] | None = None  # (fleet table, run id) once validated
+        self._store: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start = time.monotonic()
@@ -156,8 +152,12 @@ class _RunWatch:
             return "  listing: not started"
         from .inventory.fleet import FleetStore
 
-        table, run_id = self.run
-        leases = FleetStore(self.aws.client("dynamodb"), table, run_id).leases()
+        if self._store is None:
+            # one client for the whole run: making one (a boto3 Session loading its models) costs ~0.1-0.5 s
+            # of CPU, which every 5 s took a visible share of the core the listers and the state machine share
+            table, run_id = self.run
+            self._store = FleetStore(self.aws.client("dynamodb"), table, run_id)
+        leases = self._store.leases()
         objects = sum(lease.objects for lease in leases)
         nbytes = sum(lease.bytes for lease in leases)
         requests = sum(lease.requests for lease in leases)
@@ -240,7 +240,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         bucket = event["bucket"]
         # The embedded default starts empty: seed the named bucket with the demo's research layout.
         aws.client("s3").create_bucket(Bucket=bucket)
-        seed_bucket(bucket, demo_objects(args.seed_objects))
+        aws.seed_objects(bucket, demo_objects(args.seed_objects))
         print(f"seeded s3://{bucket} with {args.seed_objects:,} demo objects", file=sys.stderr)
         res = run_inventory_machine(aws, deployed, event)
     print(json.dumps({"status": res.status, "output": res.output, "error": res.error, "cause": res.cause}))
@@ -258,14 +258,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "of template.yaml run offline",
         flush=True,
     )
-    with LocalAws(server=True) as aws:
+    # S3 in a process of its own (s5cmd and the listers reach it at the same endpoint): it renders pages on
+    # a core of its own instead of under this process's interpreter lock (bench/RESULTS.md, "make demo").
+    with LocalAws(server=True, s3_process=True) as aws:
         s3 = aws.client("s3")
         s3.create_bucket(Bucket=DEMO_BUCKET)
         t = time.monotonic()
         objects = demo_objects(args.objects)
-        seed_bucket(DEMO_BUCKET, objects)
+        aws.seed_objects(DEMO_BUCKET, objects)
         print(
-            f"1. seeded s3://{DEMO_BUCKET} at {aws.endpoint_url} in {time.monotonic() - t:.1f} s", flush=True
+            f"1. seeded s3://{DEMO_BUCKET} at {aws.s3_endpoint_url} in {time.monotonic() - t:.1f} s",
+            flush=True,
         )
         deployed = aws.deploy(root / "template.yaml", local_parameters(DEMO_BUCKET), root)
         print(
@@ -300,7 +303,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(duckdb.sql(q))
         print("6. an independent count with s5cmd against the same endpoint:", flush=True)
         t = time.monotonic()
-        independent = _s5cmd_du(aws.endpoint_url, DEMO_BUCKET)
+        independent = _s5cmd_du(aws.s3_endpoint_url, DEMO_BUCKET)
         s5cmd_s = time.monotonic() - t
         expected = (len(objects), sum(s for s, _ in objects.values()))
         ours = (out["objects"], out["bytes"])

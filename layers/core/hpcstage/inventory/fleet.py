@@ -902,7 +902,9 @@ class ListerOptions:
     heartbeat_s: float | None = None  # default: lease / 3
     listing: ListOptions = field(
         default_factory=lambda: ListOptions(
-            page_size=PAGE_SIZE, policy=SplitPolicy(min_split_pages=MIN_SPLIT_PAGES, page_keys=PAGE_SIZE)
+            page_size=PAGE_SIZE,
+            policy=SplitPolicy(min_split_pages=MIN_SPLIT_PAGES, page_keys=PAGE_SIZE),
+            prefetch=True,  # S3 prepares a stream's next page while it writes the last one
         )
     )
     after_page: Callable[[str, int], None] | None = None  # (lister id, pages so far): fault injection

@@ -9,6 +9,7 @@ the checkpoint are in its parts, and the unlisted remainder (checkpoint, end] co
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -44,6 +45,12 @@ class ListOptions:
     policy: SplitPolicy = field(default_factory=SplitPolicy)
     # Where pages come from: None is ListObjectsV2; hpcstage.inventory.versions.VERSIONS lists every version.
     source: Any = None
+    # Send the next ListObjectsV2 request as soon as a page is parsed, so that S3 prepares it while this
+    # stream writes the page (Parquet, statistics, checkpoints) and decides on splits. A split leaves the
+    # stream's next request as it was (only its range's end moves), so the request sent ahead is the one
+    # the stream would send; one sent ahead and not used (the stream stopped) is still counted.
+    # Off by default: the simulator runs list_range on a virtual clock, one thread per stream.
+    prefetch: bool = False
 
 
 def part_writer(store: OutputStore, bucket: str, opts: ListOptions) -> Callable[[str], Writer]:
@@ -98,6 +105,22 @@ def list_range(
     cursor = source.cursor(rng, prefix) if source is not None else Cursor(rng, prefix=prefix)
     given = 0
     objects_before, bytes_before = stats.objects, stats.bytes
+
+    def fetch(req: dict[str, Any]) -> dict[str, Any]:
+        return list_page(  # type: ignore[no-any-return]
+            s3,
+            bucket,
+            prefix,
+            start_after=req.get("StartAfter"),
+            token=req.get("ContinuationToken"),
+            max_keys=opts.page_size,
+            counter=counter,
+        )
+
+    ahead_pool = (
+        ThreadPoolExecutor(1, thread_name_prefix="list-ahead") if opts.prefetch and source is None else None
+    )
+    ahead: tuple[dict[str, Any], Future[dict[str, Any]]] | None = None
     try:
         while not cursor.done:
             if source is not None:
@@ -107,17 +130,13 @@ def list_range(
                 n = cursor.take(keys, truncated, token)
             else:
                 req = cursor.request(opts.page_size)
-                resp = list_page(
-                    s3,
-                    bucket,
-                    prefix,
-                    start_after=req.get("StartAfter"),
-                    token=req.get("ContinuationToken"),
-                    max_keys=opts.page_size,
-                    counter=counter,
-                )
+                resp = ahead[1].result() if ahead is not None and ahead[0] == req else fetch(req)
+                ahead = None
                 keys, objects = page_objects(resp)
                 n = cursor.take(keys, bool(resp.get("IsTruncated")), resp.get("NextContinuationToken"))
+                if ahead_pool is not None and not cursor.done:
+                    following = cursor.request(opts.page_size)
+                    ahead = (following, ahead_pool.submit(fetch, following))
             if n:
                 objects = head(objects, n)
                 o, b = stats.objects, stats.bytes
@@ -151,6 +170,11 @@ def list_range(
     except BaseException:
         writer.abort()
         raise
+    finally:
+        if ahead_pool is not None:
+            # a request sent ahead and not used: wait for it, so that it is counted before the counts are read
+            # (its outcome, an error included, no longer matters)
+            ahead_pool.shutdown(wait=True)
     final = cursor.range
     remainder: list[KeyRange] = []
     checkpoint = None

@@ -34,6 +34,7 @@ from botocore.exceptions import ClientError
 from . import motopatch
 from .cfn import NO_VALUE, Resolver, TemplateError, as_text, load_template, load_yaml, properties_with_globals
 from .cfn import resolve_parameters as _resolve_parameters
+from .s3process import S3Process, put_sized_objects
 
 LOG = logging.getLogger(__name__)
 
@@ -94,6 +95,11 @@ class LocalAws:
     ``server=True``: a moto HTTP server on ``127.0.0.1`` at a free port, for external tools (s5cmd,
     aws cli) at ``endpoint_url``. In-process code (handlers, the interpreter) reaches it through
     ``AWS_ENDPOINT_URL`` and ``MOTO_PORT``, which the interpreter uses to call back.
+    ``s3_process=True`` (with ``server=True``): S3 is served by a moto server in a process of its own
+    (``s3process``) at ``s3_endpoint_url``, which this process's clients and handlers reach through
+    ``AWS_ENDPOINT_URL_S3``; the other services stay in this process's server. Its pages are then rendered
+    on a core of their own instead of under this process's interpreter lock. Seed it with ``seed_objects``;
+    the process ends when the ``with`` does (error and Ctrl-C included) or when this process dies.
 
     Either way Lambda handlers run in this process, in the thread that invokes them.
 
@@ -109,8 +115,13 @@ class LocalAws:
         host: str = "127.0.0.1",
         patches: tuple[str, ...] = motopatch.PATCH_GROUPS,
         quiet: bool = True,
+        s3_process: bool = False,
     ) -> None:
+        if s3_process and not server:
+            raise ValueError("LocalAws(s3_process=True) needs server=True: S3 is then reached over HTTP")
         self.region = region
+        self.s3_process = s3_process
+        self.s3: S3Process | None = None
         self.quiet = quiet
         self.server = server
         self.host = host
@@ -138,6 +149,8 @@ class LocalAws:
                 )
             )
             if self.server:
+                if self.s3_process:
+                    self._start_s3_process(stack)
                 self._start_server(stack)
             else:
                 from moto import mock_aws
@@ -169,6 +182,38 @@ class LocalAws:
         self.endpoint_url = f"http://{host}:{port}"
         os.environ["MOTO_PORT"] = str(port)
         os.environ["AWS_ENDPOINT_URL"] = self.endpoint_url
+
+    def _start_s3_process(self, stack: ExitStack) -> None:
+        s3 = S3Process(self.host)
+        stack.callback(self._forget_s3)
+        stack.callback(s3.stop)
+        self.s3 = s3
+        os.environ["AWS_ENDPOINT_URL_S3"] = s3.endpoint_url
+
+    def _forget_s3(self) -> None:
+        self.s3 = None
+
+    @property
+    def s3_endpoint_url(self) -> str | None:
+        """Where S3 is served: the S3 process, or the one server of every service (None: in-process)."""
+        return self.s3.endpoint_url if self.s3 is not None else self.endpoint_url
+
+    def seed_objects(
+        self,
+        bucket: str,
+        objects: Mapping[str, tuple[int, str]],
+        ages_days: Mapping[str, float] | None = None,
+    ) -> int:
+        """Put ``objects`` (key -> (size, storage class)) into the existing ``bucket``, with sizes but no
+        bodies, straight into the S3 backend (~25k a second; PUTs manage a few hundred).
+        ``ages_days``: how long ago some keys were last modified (the rest: now)."""
+        if not self.running:
+            raise RuntimeError("LocalAws.seed_objects needs a running emulator")
+        ages = ages_days or {}
+        rows = [(key, size, cls, ages.get(key)) for key, (size, cls) in objects.items()]
+        if self.s3 is not None:
+            return self.s3.seed(bucket, rows)
+        return put_sized_objects(bucket, rows)
 
     def __exit__(self, *exc_info: object) -> None:
         stack, self._stack = self._stack, None
@@ -205,7 +250,8 @@ class LocalAws:
 
     def client(self, service: str, **kwargs: Any) -> Any:
         session = boto3.session.Session(region_name=self.region)
-        return session.client(service, endpoint_url=self.endpoint_url, **kwargs)  # type: ignore[call-overload]
+        endpoint = self.s3_endpoint_url if service == "s3" else self.endpoint_url
+        return session.client(service, endpoint_url=endpoint, **kwargs)  # type: ignore[call-overload]
 
     def register_function(self, function_name: str, code_dir: str | os.PathLike[str]) -> None:
         """Run ``code_dir``'s handler when ``function_name`` is invoked (deploy does this for you)."""
@@ -231,6 +277,7 @@ class LocalAws:
             stack_name=stack_name,
             region=self.region,
             endpoint_url=self.endpoint_url,
+            s3_endpoint_url=self.s3_endpoint_url,
         )
         self._registered.extend(deployed.registered_functions)
         return deployed
@@ -391,6 +438,7 @@ class _Deployment:
         stack_name: str,
         region: str,
         endpoint_url: str | None,
+        s3_endpoint_url: str | None = None,
     ) -> None:
         self.template = template
         self.resources_spec: dict[str, Any] = template["Resources"]
@@ -399,6 +447,7 @@ class _Deployment:
         self.region = region
         self.session = boto3.session.Session(region_name=region)
         self.endpoint_url = endpoint_url
+        self.s3_endpoint_url = s3_endpoint_url or endpoint_url
         self.account_id = str(self.client("sts").get_caller_identity()["Account"])
         self.partition = "aws"
         self.deployed = Deployed(
@@ -427,7 +476,8 @@ class _Deployment:
         )
 
     def client(self, service: str) -> Any:
-        return self.session.client(service, endpoint_url=self.endpoint_url)  # type: ignore[call-overload]
+        endpoint = self.s3_endpoint_url if service == "s3" else self.endpoint_url
+        return self.session.client(service, endpoint_url=endpoint)  # type: ignore[call-overload]
 
     # -- identities ---------------------------------------------------------------------------------
 
@@ -811,6 +861,7 @@ def deploy_template(
     stack_name: str = DEFAULT_STACK_NAME,
     region: str | None = None,
     endpoint_url: str | None = None,
+    s3_endpoint_url: str | None = None,
 ) -> Deployed:
     """Create the template's resources in the running emulator; return their names and ARNs.
 
@@ -818,13 +869,16 @@ def deploy_template(
     directory). Every AWS::Serverless::Function is registered so that invoking it runs its handler
     from CodeUri in this process. Unsupported resource types are skipped and listed in ``notes``.
     Deploy into a fresh emulator: resources that already exist are an error, as in CloudFormation.
+    ``s3_endpoint_url``: where S3 is, when not at ``endpoint_url`` (``LocalAws(s3_process=True)``).
     """
     path = Path(template_path)
     template = load_template(path)
     values = _resolve_parameters(template, parameters)
     region = region or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
     root = Path(code_root) if code_root is not None else path.parent
-    deployment = _Deployment(template, values, root.resolve(), stack_name, region, endpoint_url)
+    deployment = _Deployment(
+        template, values, root.resolve(), stack_name, region, endpoint_url, s3_endpoint_url
+    )
     try:
         return deployment.run()
     except BaseException:
