@@ -39,6 +39,7 @@ from typing import Any, overload
 
 from hpcstage.inventory.keys import Interval
 from hpcstage.inventory.model import KeyRange
+from hpcstage.inventory.pacing import Pacer
 from hpcstage.inventory.steal import MAX_EXPLORE, Cursor, SplitPolicy
 
 from bench.keyspace import Keyspace
@@ -78,7 +79,7 @@ class Config:
     faults: float = 0.0  # fraction of LIST attempts that fail: 503 SlowDown, 500, reset (equally)
     kill: float = 0.0  # fraction of listers killed at a uniformly random time in kill_window
     kill_window: tuple[float, float] | None = None  # default: (start-up, start-up + 0.8 x listing floor)
-    aimd: bool = False
+    pace: bool = False  # the listers pace their pages (hpcstage.inventory.pacing.Pacer), as the fleet does
     # platform
     ddb_median_s: float = 0.006
     ddb_sigma: float = 0.3
@@ -195,6 +196,7 @@ class Stream:
         "nosplit",
         "epoch",
         "hold",
+        "slow",
     )
 
     def __init__(self, sid: int, node: Node) -> None:
@@ -212,6 +214,7 @@ class Stream:
         self.nosplit = False
         self.epoch = 0
         self.hold = 0.0  # its next LIST waits for the directory requests of a split (Cursor.explore)
+        self.slow = 0  # 503 SlowDown answers to the page being requested (given to the pacer with the page)
 
 
 class Node:
@@ -223,14 +226,10 @@ class Node:
         "idle",
         "queue",
         "listing",
-        "running",
-        "parked",
         "cpu_free",
         "cpu_per_page",
         "k",
-        "limit",
-        "last_cut",
-        "clean_since",
+        "pacer",
         "quota",
         "alive",
         "invoked",
@@ -252,14 +251,10 @@ class Node:
         self.streams = [Stream(i, self) for i in range(k)]
         self.idle: deque[Stream] = deque(self.streams)
         self.queue: deque[tuple[KeyRange, Lease | None]] = deque()
-        self.listing = 0  # streams holding a piece (running, parked or checkpointing)
-        self.running = 0  # streams in the request loop (not parked)
-        self.parked: deque[Stream] = deque()
+        self.listing = 0  # streams holding a piece (listing, waiting for a paced slot or checkpointing)
         self.cpu_free = 0.0
         self.cpu_per_page = cpu_per_page
-        self.limit = float(k)
-        self.last_cut = -1e9
-        self.clean_since = 0.0
+        self.pacer = Pacer(k, 0.0)
         self.quota = quota
         self.alive = True
         self.invoked = 0.0
@@ -325,7 +320,7 @@ class Result:
     bytes: int = 0
     lambda_gb_s: float = 0.0
     cost: dict[str, float] = field(default_factory=dict)
-    min_aimd_limit: float = 0.0
+    min_pace_rate: float = 0.0  # the lowest pacing rate any lister set, requests/s (0: never paced)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -366,7 +361,7 @@ class Sim:
         self.ddb_r: dict[tuple[str, int], int] = {}
         self.list_end: float | None = None
         self.end: float | None = None
-        self.min_limit = float(cfg.per_lister if cfg.mode != "host" else cfg.streams)
+        self.min_rate = math.inf
 
     # -- the event loop ------------------------------------------------------------------------
     def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
@@ -453,9 +448,10 @@ class Sim:
         rp = self.p.retry
         if outcome != OK:
             if outcome == SLOWDOWN:
-                self.slowdown(node, now)
+                st.slow += 1
             if attempt + 1 >= rp.max_attempts or node.quota < rp.throttling_retry_cost:
                 res.giveups += 1
+                self.paced(st, now, attempt + 1)
                 self.abandon(st, now)
                 return
             node.quota -= rp.throttling_retry_cost
@@ -465,6 +461,7 @@ class Sim:
         node.quota = min(
             rp.quota_capacity, node.quota + (rp.throttling_retry_cost if attempt else rp.success_refund)
         )
+        self.paced(st, now, attempt + 1)
         res.list_requests += 1
         node.pages += 1
         end_rank = st.end_rank
@@ -479,10 +476,6 @@ class Sim:
         st.synced = False
         tc = max(now, node.cpu_free) + node.cpu_per_page
         node.cpu_free = tc
-        if self.cfg.aimd and node.limit < node.k and now - node.clean_since >= 1.0:
-            node.limit += 1
-            node.clean_since = now
-            self.unpark(node, tc)
         if done:
             self.checkpoint(st, tc, final=True)
             return
@@ -492,30 +485,22 @@ class Sim:
         self.maybe_split_local(st)
         self.next_page(st, max(tc, node.cpu_free))
 
-    def slowdown(self, node: Node, now: float) -> None:
-        if not self.cfg.aimd:
-            return
-        if now - node.last_cut >= 1.0:
-            node.limit = max(1.0, node.limit / 2)
-            node.last_cut = now
-            self.min_limit = min(self.min_limit, node.limit)
-        node.clean_since = now
+    def paced(self, st: Stream, now: float, attempts: int) -> None:
+        """A page's attempts are answered: the lister's pacer learns how many there were and how many were
+        503 SlowDown (fleet._Stream.should_stop gives them after each page)."""
+        if self.cfg.pace:
+            pacer = st.node.pacer
+            pacer.record(now, attempts, st.slow)
+            if pacer.rate is not None:
+                self.min_rate = min(self.min_rate, pacer.rate)
+        st.slow = 0
 
     def next_page(self, st: Stream, t: float) -> None:
-        node = st.node
-        if self.cfg.aimd and node.running > int(node.limit):
-            st.state = "park"
-            node.running -= 1
-            node.parked.append(st)
-            return
+        """The stream's next page goes at its pacer's slot (fleet._Throttle.wait: every page, a range's
+        first included; retries are botocore's)."""
+        if self.cfg.pace:
+            t = st.node.pacer.slot(t)
         self.issue(st, t)
-
-    def unpark(self, node: Node, t: float) -> None:
-        while node.parked and node.running < int(node.limit):
-            st = node.parked.popleft()
-            st.state = "list"
-            node.running += 1
-            self.issue(st, t)
 
     # -- the engine ------------------------------------------------------------------------------
     def sync(self, st: Stream) -> None:
@@ -626,7 +611,6 @@ class Sim:
         st.state = "list"
         st.epoch += 1
         node.listing += 1
-        node.running += 1
         self.next_page(st, t)
 
     # -- checkpoints and the end of a piece ---------------------------------------------------------
@@ -704,7 +688,6 @@ class Sim:
         st.cursor = None
         st.epoch += 1
         node.listing -= 1
-        node.running -= 1
         node.idle.append(st)
         self.check_idle(node, self.now)
 
@@ -714,7 +697,6 @@ class Sim:
         st.cursor = None
         st.epoch += 1
         node.listing -= 1
-        node.running -= 1
         lease = st.lease
         st.lease = None
         node.idle.append(st)
@@ -723,7 +705,6 @@ class Sim:
             if lease.live == 0:
                 self.lease_complete(lease, node, t)
         self.dispatch(node, t)
-        self.unpark(node, t)
         self.check_idle(node, t)
 
     def check_idle(self, node: Node, t: float) -> None:
@@ -987,7 +968,7 @@ class Sim:
                 return math.inf
             return st.cursor.range.estimate - (st.rank - st.start_rank)
 
-        cands = [s for s in node.streams if s.state in ("list", "park") and s.cursor is not None and s.last]
+        cands = [s for s in node.streams if s.state == "list" and s.cursor is not None and s.last]
         cands.sort(key=lambda s: (-score(s), s.sid))
         # like fleet.Lister.wanted/give: every stream of the lister may give after its page, until the
         # hunger it read is served
@@ -1086,7 +1067,7 @@ class Sim:
         res.overhead = res.list_requests / res.min_requests - 1
         res.objects = self.objects
         res.bytes = self.bytes
-        res.min_aimd_limit = self.min_limit
+        res.min_pace_rate = 0.0 if self.min_rate == math.inf else self.min_rate
         # exactness: committed rank intervals tile [0, n) once; counts and bytes agree with the model
         problems = []
         pos = 0

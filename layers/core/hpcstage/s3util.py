@@ -247,8 +247,20 @@ def _count_attempt(**_: Any) -> None:
         _SENT.n += 1
 
 
+def _count_slowdown(response: Any = None, **_: Any) -> None:
+    """``needs-retry`` handler: count an attempt S3 answered with 503 SlowDown (the request-rate signal the
+    listers pace on, hpcstage.inventory.pacing); 500s and resets are failures, not rate signals. Returns
+    None, so botocore's retry handler alone decides whether and when to retry."""
+    if getattr(_SENT, "n", None) is None or response is None:
+        return
+    http, parsed = response
+    if http.status_code == 503 and parsed.get("Error", {}).get("Code") == "SlowDown":
+        _SENT.slow += 1
+
+
 def count_requests(client: Any) -> Any:
-    """Count every ListObjectsV2 attempt this client sends, failed and retried ones included.
+    """Count every ListObjectsV2 attempt this client sends, failed and retried ones included, and of them
+    the ones answered 503 SlowDown.
 
     botocore emits ``before-send`` once per HTTP attempt (botocore.endpoint), whatever the attempt's
     outcome: a 503 that is retried, a reset connection, the final error. Every one of them reached S3 (or
@@ -257,6 +269,10 @@ def count_requests(client: Any) -> Any:
     client.meta.events.register("before-send.s3.ListObjectsV2", _count_attempt, unique_id="hpcstage-count")
     client.meta.events.register(
         "before-send.s3.ListObjectVersions", _count_attempt, unique_id="hpcstage-count-versions"
+    )
+    client.meta.events.register("needs-retry.s3.ListObjectsV2", _count_slowdown, unique_id="hpcstage-slow")
+    client.meta.events.register(
+        "needs-retry.s3.ListObjectVersions", _count_slowdown, unique_id="hpcstage-slow-versions"
     )
     client.meta.hpcstage_counts_requests = True  # type: ignore[attr-defined]
     return client
@@ -438,17 +454,20 @@ def parse_s3_url(url: str) -> S3Url:
 
 
 class RequestCounter:
-    """Thread-safe LIST request tally: requests sent (every attempt) and retries (attempts beyond the first)."""
+    """Thread-safe LIST request tally: requests sent (every attempt), retries (attempts beyond the first) and
+    throttled (attempts answered 503 SlowDown; on a client without ``count_requests``, every retry)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests = 0
         self.retries = 0
+        self.throttled = 0
 
-    def add(self, requests: int, retries: int) -> None:
+    def add(self, requests: int, retries: int, throttled: int | None = None) -> None:
         with self._lock:
             self.requests += requests
             self.retries += retries
+            self.throttled += retries if throttled is None else throttled
 
 
 def _counted_list(
@@ -459,6 +478,7 @@ def _counted_list(
     _WANT_PAGE.on = fast_page
     hooked = getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False)
     _SENT.n = 0
+    _SENT.slow = 0
     attempts: int | None = None
     try:
         resp: dict[str, Any] = s3.list_objects_v2(**params)
@@ -477,7 +497,7 @@ def _counted_list(
         _WANT_PAGE.on = False
         _SENT.n = None
         if counter is not None and attempts:
-            counter.add(attempts, attempts - 1)
+            counter.add(attempts, attempts - 1, _SENT.slow if hooked else None)
     return resp
 
 
@@ -600,6 +620,7 @@ def list_versions_page(
             params["VersionIdMarker"] = version_id_marker
     hooked = getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False)
     _SENT.n = 0
+    _SENT.slow = 0
     attempts: int | None = None
     try:
         resp: dict[str, Any] = s3.list_object_versions(**params)
@@ -617,7 +638,7 @@ def list_versions_page(
     finally:
         _SENT.n = None
         if counter is not None and attempts:
-            counter.add(attempts, attempts - 1)
+            counter.add(attempts, attempts - 1, _SENT.slow if hooked else None)
     return resp
 
 

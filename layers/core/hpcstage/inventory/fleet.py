@@ -56,9 +56,11 @@ Choices (and why):
 - *Remote hunger is served at most once per hunger poll per lister*: a hunger counter stays positive until
   the hungry lister has claimed something, and without that bound every busy stream of the fleet would
   split for the same idle lister. Over-splitting is harmless to coverage (pieces are claimed by anyone).
-- *Throttling (AIMD)*: any retried LIST attempt (503 SlowDown, 5xx) halves the lister's number of active
-  streams; each clean second adds one back. Streams over the limit pause at a page boundary (their leases
-  stay renewed) instead of adding retries to a prefix that is already throttled.
+- *Throttling (pacing)*: the lister paces its streams' pages at a rate set once a second from the 503
+  SlowDown answers it saw (``hpcstage.inventory.pacing.Pacer``: after a throttled second, the rate S3 let
+  through; after a clean one, one stream's share more; unpaced again once the pacing stops binding). A
+  stream waits for its page's slot at a page boundary (its lease stays renewed) instead of adding retries
+  to a prefix that is already throttled; 500s and resets are retried by botocore and are not rate signals.
 - *Requests* are counted per attempt (``RequestCounter``) and recorded in the lease at each checkpoint;
   requests of a lease that was lost before its checkpoint are added to ``meta.orphan_requests``, which the
   reduce bills as well. Requests a lister sent after its last checkpoint before dying are not recorded.
@@ -92,6 +94,7 @@ from .directory import DIRECTORY_SUFFIX
 from .lister import ListOptions, list_range
 from .model import KeyRange, PartFile, ShardResult
 from .output import S3Store, hive_ddl, hive_root, latest_key, latest_run, record_latest_run, run_root
+from .pacing import Pacer
 from .report import execution_summary
 from .runner import finalize, seeds_from_hints
 from .steal import DEFAULT_MIN_SPLIT_PAGES, SplitPolicy
@@ -894,28 +897,30 @@ class ListerOptions:
 
 
 class _Throttle:
-    """AIMD over the lister's active streams: halve on a retried request, +1 per clean second."""
+    """The lister's ``Pacer`` (hpcstage.inventory.pacing) shared by its streams: a lock, the monotonic clock,
+    and a wait for the slot of each page."""
 
-    def __init__(self, streams: int) -> None:
-        self.max = streams
-        self.allowed = streams
+    def __init__(self, streams: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self.lock = threading.Lock()
-        self.last = time.monotonic()
-        self.throttles = 0
+        self.pacer = Pacer(streams, clock())
 
-    def throttled(self) -> None:
-        with self.lock:
-            self.allowed = max(1, self.allowed // 2)
-            self.last = time.monotonic()
-            self.throttles += 1
+    @property
+    def throttles(self) -> int:
+        return self.pacer.throttles
 
-    def limit(self) -> int:
+    def record(self, sent: int, throttled: int) -> None:
         with self.lock:
-            now = time.monotonic()
-            if self.allowed < self.max and now - self.last >= 1.0:
-                self.allowed = min(self.max, self.allowed + int(now - self.last))
-                self.last = now
-            return self.allowed
+            self.pacer.record(self.clock(), sent, throttled)
+
+    def wait(self, deadline: Callable[[], bool]) -> None:
+        """Sleep until this stream's next page may be sent (or the lister nears its deadline)."""
+        with self.lock:
+            now = self.clock()
+            at = self.pacer.slot(now)
+        while at > now and not deadline():
+            time.sleep(min(0.05, at - now))
+            now = self.clock()
 
 
 class _Sink:
@@ -971,7 +976,8 @@ class _Stream:
         self.counter = RequestCounter()
         self.committed_requests = 0
         self.committed_retries = 0
-        self.seen_retries = 0
+        self.seen_sent = 0  # the counter's requests and throttled already given to the lister's pacer
+        self.seen_throttled = 0
         self.last_key: str | None = lease.checkpoint
         self._new_segment()
 
@@ -1042,13 +1048,12 @@ class _Stream:
             raise _Abandon()
         if self.lease.id in lister.lost:
             raise LeaseLost(self.lease.id)
-        if self.counter.retries > self.seen_retries:
-            self.seen_retries = self.counter.retries
-            lister.throttle.throttled()
-        while self.index >= lister.throttle.limit() and not lister.near_deadline():
-            if lister.failed.is_set():
-                raise _Abandon()
-            time.sleep(0.05)
+        sent, throttled = self.counter.requests, self.counter.throttled
+        lister.throttle.record(sent - self.seen_sent, throttled - self.seen_throttled)
+        self.seen_sent, self.seen_throttled = sent, throttled
+        lister.throttle.wait(lister.near_deadline)
+        if lister.failed.is_set():
+            raise _Abandon()
         return lister.near_deadline()
 
     def give(self, pieces: Sequence[KeyRange]) -> None:
@@ -1267,6 +1272,7 @@ class Lister:
 
     def _list(self, index: int, lease: Lease) -> None:
         st = _Stream(self, index, lease)
+        self.throttle.wait(self.near_deadline)  # the range's first page is paced like the others
         resume = lease.checkpoint if lease.checkpoint is not None else lease.start_after
         rng = KeyRange(id=lease.id, start_after=resume, end=lease.end)
         try:
