@@ -196,7 +196,6 @@ class Stream:
         "nosplit",
         "epoch",
         "hold",
-        "slow",
     )
 
     def __init__(self, sid: int, node: Node) -> None:
@@ -214,7 +213,6 @@ class Stream:
         self.nosplit = False
         self.epoch = 0
         self.hold = 0.0  # its next LIST waits for the directory requests of a split (Cursor.explore)
-        self.slow = 0  # 503 SlowDown answers to the page being requested (given to the pacer with the page)
 
 
 class Node:
@@ -414,8 +412,11 @@ class Sim:
 
     # -- S3 pages ------------------------------------------------------------------------------
     def issue(self, st: Stream, t: float, attempt: int = 0) -> None:
-        """Send the stream's next LIST at virtual time t (>= now)."""
+        """Send the stream's next LIST at virtual time t (>= now); a paced lister sends every attempt, a
+        retry included, at its pacer's next slot (fleet: the before-send hook waits for it)."""
         t = max(t, st.hold)
+        if self.cfg.pace:
+            t = st.node.pacer.slot(t)
         r0 = st.rank
         r1 = min(self.n, r0 + PAGE)
         sp = self.p.s3
@@ -446,12 +447,11 @@ class Sim:
         res = self.res
         res.list_attempts += 1
         rp = self.p.retry
+        if self.cfg.pace:
+            self.paced(node, now, outcome == SLOWDOWN)
         if outcome != OK:
-            if outcome == SLOWDOWN:
-                st.slow += 1
             if attempt + 1 >= rp.max_attempts or node.quota < rp.throttling_retry_cost:
                 res.giveups += 1
-                self.paced(st, now, attempt + 1)
                 self.abandon(st, now)
                 return
             node.quota -= rp.throttling_retry_cost
@@ -461,7 +461,6 @@ class Sim:
         node.quota = min(
             rp.quota_capacity, node.quota + (rp.throttling_retry_cost if attempt else rp.success_refund)
         )
-        self.paced(st, now, attempt + 1)
         res.list_requests += 1
         node.pages += 1
         end_rank = st.end_rank
@@ -485,21 +484,15 @@ class Sim:
         self.maybe_split_local(st)
         self.next_page(st, max(tc, node.cpu_free))
 
-    def paced(self, st: Stream, now: float, attempts: int) -> None:
-        """A page's attempts are answered: the lister's pacer learns how many there were and how many were
-        503 SlowDown (fleet._Stream.should_stop gives them after each page)."""
-        if self.cfg.pace:
-            pacer = st.node.pacer
-            pacer.record(now, attempts, st.slow)
-            if pacer.rate is not None:
-                self.min_rate = min(self.min_rate, pacer.rate)
-        st.slow = 0
+    def paced(self, node: Node, now: float, slowdown: bool) -> None:
+        """An attempt is answered: the lister's pacer learns it, and whether it was 503 SlowDown, at once
+        (as the fleet's needs-retry hook tells it, RequestCounter.on_attempt)."""
+        pacer = node.pacer
+        pacer.record(now, 1, int(slowdown))
+        if pacer.rate is not None:
+            self.min_rate = min(self.min_rate, pacer.rate)
 
     def next_page(self, st: Stream, t: float) -> None:
-        """The stream's next page goes at its pacer's slot (fleet._Throttle.wait: every page, a range's
-        first included; retries are botocore's)."""
-        if self.cfg.pace:
-            t = st.node.pacer.slot(t)
         self.issue(st, t)
 
     # -- the engine ------------------------------------------------------------------------------

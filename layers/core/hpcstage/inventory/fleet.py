@@ -56,11 +56,11 @@ Choices (and why):
 - *Remote hunger is served at most once per hunger poll per lister*: a hunger counter stays positive until
   the hungry lister has claimed something, and without that bound every busy stream of the fleet would
   split for the same idle lister. Over-splitting is harmless to coverage (pieces are claimed by anyone).
-- *Throttling (pacing)*: the lister paces its streams' pages at a rate set once a second from the 503
-  SlowDown answers it saw (``hpcstage.inventory.pacing.Pacer``: after a throttled second, the rate S3 let
-  through; after a clean one, one stream's share more; unpaced again once the pacing stops binding). A
-  stream waits for its page's slot at a page boundary (its lease stays renewed) instead of adding retries
-  to a prefix that is already throttled; 500s and resets are retried by botocore and are not rate signals.
+- *Throttling (pacing)*: the lister paces its LIST attempts, botocore's retries included, at a rate set
+  once a second from the 503 SlowDown answers it saw (``hpcstage.inventory.pacing.Pacer``: cut by half the
+  throttled fraction, raised after clean seconds, unpaced again once the pacing stops binding). An attempt
+  waits for its slot in botocore's before-send hook (its lease stays renewed by the heartbeat) instead of
+  adding to a prefix that is already throttled; 500s and resets are retried and are not rate signals.
 - *Requests* are counted per attempt (``RequestCounter``) and recorded in the lease at each checkpoint;
   requests of a lease that was lost before its checkpoint are added to ``meta.orphan_requests``, which the
   reduce bills as well. Requests a lister sent after its last checkpoint before dying are not recorded.
@@ -897,11 +897,15 @@ class ListerOptions:
 
 
 class _Throttle:
-    """The lister's ``Pacer`` (hpcstage.inventory.pacing) shared by its streams: a lock, the monotonic clock,
-    and a wait for the slot of each page."""
+    """The lister's ``Pacer`` (hpcstage.inventory.pacing) shared by its streams: a lock and the monotonic
+    clock. Every LIST attempt, botocore's retries included, waits for its slot (``RequestCounter``'s
+    ``before_attempt``) and gives its answer back (``after_attempt``)."""
 
-    def __init__(self, streams: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, streams: int, deadline: Callable[[], bool], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.clock = clock
+        self.deadline = deadline
         self.lock = threading.Lock()
         self.pacer = Pacer(streams, clock())
 
@@ -909,18 +913,21 @@ class _Throttle:
     def throttles(self) -> int:
         return self.pacer.throttles
 
-    def record(self, sent: int, throttled: int) -> None:
+    def answered(self, slowdown: bool) -> None:
         with self.lock:
-            self.pacer.record(self.clock(), sent, throttled)
+            self.pacer.record(self.clock(), 1, int(slowdown))
 
-    def wait(self, deadline: Callable[[], bool]) -> None:
-        """Sleep until this stream's next page may be sent (or the lister nears its deadline)."""
+    def wait(self) -> None:
+        """Sleep until this attempt's slot (or until the lister nears its deadline)."""
         with self.lock:
             now = self.clock()
             at = self.pacer.slot(now)
-        while at > now and not deadline():
+        while at > now and not self.deadline():
             time.sleep(min(0.05, at - now))
             now = self.clock()
+
+    def counter(self) -> RequestCounter:
+        return RequestCounter(before_attempt=self.wait, after_attempt=self.answered)
 
 
 class _Sink:
@@ -973,11 +980,9 @@ class _Stream:
         self.objects = 0
         self.bytes = 0
         self.pages = 0
-        self.counter = RequestCounter()
+        self.counter = lister.throttle.counter()
         self.committed_requests = 0
         self.committed_retries = 0
-        self.seen_sent = 0  # the counter's requests and throttled already given to the lister's pacer
-        self.seen_throttled = 0
         self.last_key: str | None = lease.checkpoint
         self._new_segment()
 
@@ -1048,12 +1053,6 @@ class _Stream:
             raise _Abandon()
         if self.lease.id in lister.lost:
             raise LeaseLost(self.lease.id)
-        sent, throttled = self.counter.requests, self.counter.throttled
-        lister.throttle.record(sent - self.seen_sent, throttled - self.seen_throttled)
-        self.seen_sent, self.seen_throttled = sent, throttled
-        lister.throttle.wait(lister.near_deadline)
-        if lister.failed.is_set():
-            raise _Abandon()
         return lister.near_deadline()
 
     def give(self, pieces: Sequence[KeyRange]) -> None:
@@ -1093,7 +1092,7 @@ class Lister:
         self.started = (
             datetime.fromisoformat(cfg.started.replace("Z", "+00:00")) if cfg.started else datetime.now(UTC)
         )
-        self.throttle = _Throttle(cfg.streams)
+        self.throttle = _Throttle(cfg.streams, self.near_deadline)
         self.failed = threading.Event()
         self.finished = threading.Event()
         self.lost: set[str] = set()
@@ -1272,7 +1271,6 @@ class Lister:
 
     def _list(self, index: int, lease: Lease) -> None:
         st = _Stream(self, index, lease)
-        self.throttle.wait(self.near_deadline)  # the range's first page is paced like the others
         resume = lease.checkpoint if lease.checkpoint is not None else lease.start_after
         rng = KeyRange(id=lease.id, start_after=resume, end=lease.end)
         try:

@@ -1,4 +1,4 @@
-"""Request pacing under S3's per-partition request-rate cap: the rate that got through, not a halving.
+"""Request pacing under S3's per-partition request-rate cap: cut by the throttled fraction, not by half.
 
 S3 answers 503 SlowDown when a partitioned prefix receives more than its rate ("at least 5,500 GET/HEAD
 requests per second per partitioned prefix"). A fleet of listers cannot see the cap or each other, only
@@ -7,23 +7,33 @@ under one partition: they throttle together, all halve together and the partitio
 additive steps bring them back (measured in the simulator: a fifth of the rate lost at 100M objects), and a
 count of streams cannot go below one stream's rate, which 1,000 listers already exceed.
 
-``Pacer`` instead paces the lister's LIST requests at a rate (requests/s) and sets that rate, once per
-window, from what S3 let through. Like DCTCP (RFC 8257), which cuts a window by the *fraction* of marked
-packets rather than by half, the cut is proportional to the throttled fraction: after a window in which S
-requests were sent and T of them answered 503 SlowDown, the rate becomes (S - T) / window, the rate the
-partition admitted. When every lister does this, the fleet's next window asks for what the partition
-served, so it stays at the cap rather than below it. A window without a 503 raises the rate by one
-stream's share (rate / streams: the old "+1 stream per clean second", in requests/s); a clean window in
-which no request had to wait for its slot means the pacing no longer binds, and the lister runs unpaced
-again. Other failures (500, resets) are not rate signals: they count as sent, not as throttled.
+``Pacer`` instead paces the lister's LIST attempts, botocore's retries included, at a rate (requests/s)
+and sets that rate once per window from the 503s it saw. Like DCTCP (RFC 8257), which cuts its window by
+half the *fraction* of marked packets (cwnd x (1 - alpha/2)) rather than by half, a window in which S
+attempts were answered and T of them with 503 SlowDown cuts the rate by T / 2S. Summed over a fleet that
+sees the partition's throttled fraction f = 1 - cap/demand, the next demand is (demand + cap) / 2: the
+excess halves each window and the demand approaches the cap from above instead of falling below it. The
+first throttled window starts the pacing at the rate the lister was sending, cut the same way. A window
+without a 503 in which some attempt waited for its slot raises the rate by one stream's share (rate /
+streams, the old "+1 stream per clean second"), doubled for each clean window in a row before it (at most
+doubling the rate): near the cap clean windows are single and the probe stays gentle; when the fleet's
+demand falls (the end of a run, streams finishing) the rate is back within a few windows. A clean window in
+which no attempt waited means the pacing no longer binds: the lister runs unpaced again. Other failures
+(500, resets) are not rate signals: they count as answered, not as throttled.
+
+Retries are paced too: a retried attempt otherwise lands on the partition outside the rate (measured in the
+simulator: the backlog of full-jitter retries from the first overshoot kept the partition throttled for
+seconds while the paced rate was cut below the cap). botocore's standard retry mode (quota, full-jitter
+backoff) stays: a retry waits for its backoff and then for its slot.
 
 Decisions are taken once per window (1 s: S3's rate is stated per second), so a burst of 503s caused by one
-overshoot is answered once. The rate never goes below one request per window (the lister must send to
-observe). botocore's standard retries (quota, full-jitter backoff) stay as they are: they pace the retries of
-a throttled request, this paces the pages.
+overshoot is answered once, and the rate never goes below one request per window (the lister must send to
+observe). Attempts are reported when they are answered (botocore's needs-retry hook), not when their page
+is: a throttle reported seconds late, after its backoff, cuts the rate of a window that did not cause it.
 
-Pure and clock-driven: the fleet's listers call it under a lock with ``time.monotonic`` and the simulator
-(bench/sim/des.py) calls the same class with its virtual time, so both run the same algorithm.
+Pure and clock-driven: the fleet's listers call it under a lock with ``time.monotonic`` (fleet._Throttle)
+and the simulator (bench/sim/des.py) calls the same class with its virtual time, so both run the same
+algorithm.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ class Pacer:
         "sent",
         "throttled",
         "waited",
+        "clean",
         "throttles",
     )
 
@@ -57,6 +68,7 @@ class Pacer:
         self.sent = 0  # attempts answered in the current window
         self.throttled = 0  # of them, 503 SlowDown
         self.waited = False  # a request of the current window waited for its slot
+        self.clean = 0  # clean windows in a row while paced
         self.throttles = 0  # 503s seen in all (reported)
 
     def record(self, now: float, sent: int, throttled: int) -> None:
@@ -82,14 +94,17 @@ class Pacer:
         if elapsed < self.window_s:
             return
         if self.throttled:
-            admitted = (self.sent - self.throttled) / elapsed
-            rate = admitted if self.rate is None else min(self.rate, admitted)
-            self.rate = max(1.0 / self.window_s, rate)
+            rate = self.sent / elapsed if self.rate is None else self.rate
+            cut = 1.0 - min(1.0, self.throttled / self.sent) / 2
+            self.rate = max(1.0 / self.window_s, rate * cut)
+            self.clean = 0
         elif self.rate is not None:
             if self.waited:
-                self.rate += self.rate / self.streams
+                self.rate *= 1.0 + min(1.0, 2**self.clean / self.streams)
+                self.clean += 1
             else:
                 self.rate = None
+                self.clean = 0
         self.start = now
         self.sent = self.throttled = 0
         self.waited = False
