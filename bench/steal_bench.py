@@ -27,6 +27,7 @@ from hpcstage.inventory.steal import DEFAULT_MIN_SPLIT_PAGES
 
 from bench.sim.des import Config, Result, sequential_time, simulate
 from bench.sim.des_shapes import ALL_SHAPES, make_any
+from bench.sim.params import DEFAULT
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -149,6 +150,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="default: what the engine uses (fleet.MIN_SPLIT_PAGES for the fleet, SplitPolicy's for a host)",
     )
+    ap.add_argument(
+        "--partition-rate",
+        type=float,
+        default=DEFAULT.s3.partition_rate_limit,
+        help="requests/s a partition serves before 503 SlowDown (default: bench/sim/params.py's); a smaller "
+        "cap with fewer listers shows the rate control at a fraction of the cost",
+    )
     ap.add_argument("--split-cpu", type=float, default=0.0)
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")
@@ -163,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     shapes = list(ALL_SHAPES) if args.shapes == "all" else args.shapes.split(",")
     sizes = [int(x) for x in _floats(args.sizes)]
     cfgs = configs(args)
+    params = DEFAULT.with_s3(partition_rate_limit=args.partition_rate)
     rows: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
     print(HEADER)
@@ -188,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             rs = []
             for seed in range(1, args.seeds + 1):
                 t0 = time.perf_counter()
-                r = simulate(ks, cfg, seed=seed)
+                r = simulate(ks, cfg, seed=seed, params=params)
                 wall = time.perf_counter() - t0
                 d = r.to_dict()
                 d["wall_s"] = wall
