@@ -1,7 +1,7 @@
 """Benchmark the work-stealing listing engine in the discrete-event simulator (bench/sim/des.py).
 
     python -m bench.steal_bench --sizes 25e6,100e6 --shapes all --mode fleet --seeds 1
-    python -m bench.steal_bench --sizes 1e6 --shapes uniform --mode host --streams 64,256 --faults 0.01 --aimd both
+    python -m bench.steal_bench --sizes 1e6 --shapes uniform --mode host --streams 64,256 --faults 0.01 --pace both
     python -m bench.steal_bench --sizes 25e6 --shapes dated --mode fleet --kill 0.05 --seeds 3
 
 Prints a Markdown table (one row per shape x size x configuration, medians over seeds where several) and
@@ -27,6 +27,7 @@ from hpcstage.inventory.steal import DEFAULT_MIN_SPLIT_PAGES
 
 from bench.sim.des import Config, Result, sequential_time, simulate
 from bench.sim.des_shapes import ALL_SHAPES, make_any
+from bench.sim.params import DEFAULT
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -48,22 +49,22 @@ def configs(args: argparse.Namespace) -> list[Config]:
         memo=args.memo,
         split_cpu_s=args.split_cpu,
     )
-    aimds = [False, True] if args.aimd == "both" else [args.aimd == "on"]
+    paces = [False, True] if args.pace == "both" else [args.pace == "on"]
     out: list[Config] = []
     for mode in args.mode.split(","):
-        for aimd in aimds:
+        for pace in paces:
             msp = args.min_split_pages
             if mode == "host":
                 host = replace(base, min_split_pages=msp or DEFAULT_MIN_SPLIT_PAGES)
-                out += [replace(host, mode="host", streams=s, aimd=aimd) for s in _ints(args.streams)]
+                out += [replace(host, mode="host", streams=s, pace=pace) for s in _ints(args.streams)]
             elif mode == "fleet":
                 fl = replace(base, min_split_pages=msp or MIN_SPLIT_PAGES)
                 out += [
-                    replace(fl, mode="fleet", listers=args.listers, per_lister=k, aimd=aimd)
+                    replace(fl, mode="fleet", listers=args.listers, per_lister=k, pace=pace)
                     for k in _ints(args.per_lister)
                 ]
             elif mode == "static":
-                out.append(replace(base, mode="static", static_ranges=args.listers, aimd=aimd))
+                out.append(replace(base, mode="static", static_ranges=args.listers, pace=pace))
             elif mode != "sequential":
                 raise SystemExit(f"unknown mode {mode!r}")
     return out
@@ -83,7 +84,7 @@ def row(rs: list[Result], cfg: Config) -> dict[str, Any]:
         "shape": rs[0].shape,
         "n": _fmt_n(rs[0].n),
         "config": rs[0].label
-        + (" aimd" if cfg.aimd else "")
+        + (" paced" if cfg.pace else "")
         + (f" faults={cfg.faults:g}" if cfg.faults else "")
         + (f" kill={cfg.kill:g}" if cfg.kill else ""),
         "seeds": len(rs),
@@ -134,13 +135,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--faults", type=float, default=0.0, help="fraction of LIST attempts failing")
     ap.add_argument("--kill", type=float, default=0.0, help="fraction of listers killed")
     ap.add_argument("--lease", type=float, default=10.0)
-    ap.add_argument("--aimd", choices=("on", "off", "both"), default="off")
+    ap.add_argument(
+        "--pace",
+        "--aimd",
+        dest="pace",
+        choices=("on", "off", "both"),
+        default="off",
+        help="the listers pace their pages from the 503s they see, as the fleet does (--aimd: the old name)",
+    )
     ap.add_argument("--publish-ways", type=int, default=15)
     ap.add_argument(
         "--min-split-pages",
         type=float,
         default=None,
         help="default: what the engine uses (fleet.MIN_SPLIT_PAGES for the fleet, SplitPolicy's for a host)",
+    )
+    ap.add_argument(
+        "--partition-rate",
+        type=float,
+        default=DEFAULT.s3.partition_rate_limit,
+        help="requests/s a partition serves before 503 SlowDown (default: bench/sim/params.py's); a smaller "
+        "cap with fewer listers shows the rate control at a fraction of the cost",
     )
     ap.add_argument("--split-cpu", type=float, default=0.0)
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
@@ -156,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     shapes = list(ALL_SHAPES) if args.shapes == "all" else args.shapes.split(",")
     sizes = [int(x) for x in _floats(args.sizes)]
     cfgs = configs(args)
+    params = DEFAULT.with_s3(partition_rate_limit=args.partition_rate)
     rows: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
     print(HEADER)
@@ -181,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             rs = []
             for seed in range(1, args.seeds + 1):
                 t0 = time.perf_counter()
-                r = simulate(ks, cfg, seed=seed)
+                r = simulate(ks, cfg, seed=seed, params=params)
                 wall = time.perf_counter() - t0
                 d = r.to_dict()
                 d["wall_s"] = wall

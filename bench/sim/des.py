@@ -39,6 +39,7 @@ from typing import Any, overload
 
 from hpcstage.inventory.keys import ByteInterval
 from hpcstage.inventory.model import KeyRange
+from hpcstage.inventory.pacing import Pacer
 from hpcstage.inventory.steal import MAX_EXPLORE, Cursor, SplitPolicy
 
 from bench.keyspace import Keyspace
@@ -78,7 +79,7 @@ class Config:
     faults: float = 0.0  # fraction of LIST attempts that fail: 503 SlowDown, 500, reset (equally)
     kill: float = 0.0  # fraction of listers killed at a uniformly random time in kill_window
     kill_window: tuple[float, float] | None = None  # default: (start-up, start-up + 0.8 x listing floor)
-    aimd: bool = False
+    pace: bool = False  # the listers pace their pages (hpcstage.inventory.pacing.Pacer), as the fleet does
     # platform
     ddb_median_s: float = 0.006
     ddb_sigma: float = 0.3
@@ -223,14 +224,10 @@ class Node:
         "idle",
         "queue",
         "listing",
-        "running",
-        "parked",
         "cpu_free",
         "cpu_per_page",
         "k",
-        "limit",
-        "last_cut",
-        "clean_since",
+        "pacer",
         "quota",
         "alive",
         "invoked",
@@ -252,14 +249,10 @@ class Node:
         self.streams = [Stream(i, self) for i in range(k)]
         self.idle: deque[Stream] = deque(self.streams)
         self.queue: deque[tuple[KeyRange, Lease | None]] = deque()
-        self.listing = 0  # streams holding a piece (running, parked or checkpointing)
-        self.running = 0  # streams in the request loop (not parked)
-        self.parked: deque[Stream] = deque()
+        self.listing = 0  # streams holding a piece (listing, waiting for a paced slot or checkpointing)
         self.cpu_free = 0.0
         self.cpu_per_page = cpu_per_page
-        self.limit = float(k)
-        self.last_cut = -1e9
-        self.clean_since = 0.0
+        self.pacer = Pacer(k, 0.0)
         self.quota = quota
         self.alive = True
         self.invoked = 0.0
@@ -325,7 +318,7 @@ class Result:
     bytes: int = 0
     lambda_gb_s: float = 0.0
     cost: dict[str, float] = field(default_factory=dict)
-    min_aimd_limit: float = 0.0
+    min_pace_rate: float = 0.0  # the lowest pacing rate any lister set, requests/s (0: never paced)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -366,7 +359,7 @@ class Sim:
         self.ddb_r: dict[tuple[str, int], int] = {}
         self.list_end: float | None = None
         self.end: float | None = None
-        self.min_limit = float(cfg.per_lister if cfg.mode != "host" else cfg.streams)
+        self.min_rate = math.inf
 
     # -- the event loop ------------------------------------------------------------------------
     def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
@@ -419,8 +412,11 @@ class Sim:
 
     # -- S3 pages ------------------------------------------------------------------------------
     def issue(self, st: Stream, t: float, attempt: int = 0) -> None:
-        """Send the stream's next LIST at virtual time t (>= now)."""
+        """Send the stream's next LIST at virtual time t (>= now); a paced lister sends every attempt, a
+        retry included, at its pacer's next slot (fleet: the before-send hook waits for it)."""
         t = max(t, st.hold)
+        if self.cfg.pace:
+            t = st.node.pacer.slot(t)
         r0 = st.rank
         r1 = min(self.n, r0 + PAGE)
         sp = self.p.s3
@@ -451,9 +447,9 @@ class Sim:
         res = self.res
         res.list_attempts += 1
         rp = self.p.retry
+        if self.cfg.pace:
+            self.paced(node, now, outcome == SLOWDOWN)
         if outcome != OK:
-            if outcome == SLOWDOWN:
-                self.slowdown(node, now)
             if attempt + 1 >= rp.max_attempts or node.quota < rp.throttling_retry_cost:
                 res.giveups += 1
                 self.abandon(st, now)
@@ -479,10 +475,6 @@ class Sim:
         st.synced = False
         tc = max(now, node.cpu_free) + node.cpu_per_page
         node.cpu_free = tc
-        if self.cfg.aimd and node.limit < node.k and now - node.clean_since >= 1.0:
-            node.limit += 1
-            node.clean_since = now
-            self.unpark(node, tc)
         if done:
             self.checkpoint(st, tc, final=True)
             return
@@ -492,30 +484,16 @@ class Sim:
         self.maybe_split_local(st)
         self.next_page(st, max(tc, node.cpu_free))
 
-    def slowdown(self, node: Node, now: float) -> None:
-        if not self.cfg.aimd:
-            return
-        if now - node.last_cut >= 1.0:
-            node.limit = max(1.0, node.limit / 2)
-            node.last_cut = now
-            self.min_limit = min(self.min_limit, node.limit)
-        node.clean_since = now
+    def paced(self, node: Node, now: float, slowdown: bool) -> None:
+        """An attempt is answered: the lister's pacer learns it, and whether it was 503 SlowDown, at once
+        (as the fleet's needs-retry hook tells it, RequestCounter.on_attempt)."""
+        pacer = node.pacer
+        pacer.record(now, 1, int(slowdown))
+        if pacer.rate is not None:
+            self.min_rate = min(self.min_rate, pacer.rate)
 
     def next_page(self, st: Stream, t: float) -> None:
-        node = st.node
-        if self.cfg.aimd and node.running > int(node.limit):
-            st.state = "park"
-            node.running -= 1
-            node.parked.append(st)
-            return
         self.issue(st, t)
-
-    def unpark(self, node: Node, t: float) -> None:
-        while node.parked and node.running < int(node.limit):
-            st = node.parked.popleft()
-            st.state = "list"
-            node.running += 1
-            self.issue(st, t)
 
     # -- the engine ------------------------------------------------------------------------------
     def sync(self, st: Stream) -> None:
@@ -626,7 +604,6 @@ class Sim:
         st.state = "list"
         st.epoch += 1
         node.listing += 1
-        node.running += 1
         self.next_page(st, t)
 
     # -- checkpoints and the end of a piece ---------------------------------------------------------
@@ -704,7 +681,6 @@ class Sim:
         st.cursor = None
         st.epoch += 1
         node.listing -= 1
-        node.running -= 1
         node.idle.append(st)
         self.check_idle(node, self.now)
 
@@ -714,7 +690,6 @@ class Sim:
         st.cursor = None
         st.epoch += 1
         node.listing -= 1
-        node.running -= 1
         lease = st.lease
         st.lease = None
         node.idle.append(st)
@@ -723,7 +698,6 @@ class Sim:
             if lease.live == 0:
                 self.lease_complete(lease, node, t)
         self.dispatch(node, t)
-        self.unpark(node, t)
         self.check_idle(node, t)
 
     def check_idle(self, node: Node, t: float) -> None:
@@ -987,7 +961,7 @@ class Sim:
                 return math.inf
             return st.cursor.range.estimate - (st.rank - st.start_rank)
 
-        cands = [s for s in node.streams if s.state in ("list", "park") and s.cursor is not None and s.last]
+        cands = [s for s in node.streams if s.state == "list" and s.cursor is not None and s.last]
         cands.sort(key=lambda s: (-score(s), s.sid))
         # like fleet.Lister.wanted/give: every stream of the lister may give after its page, until the
         # hunger it read is served
@@ -1086,7 +1060,7 @@ class Sim:
         res.overhead = res.list_requests / res.min_requests - 1
         res.objects = self.objects
         res.bytes = self.bytes
-        res.min_aimd_limit = self.min_limit
+        res.min_pace_rate = 0.0 if self.min_rate == math.inf else self.min_rate
         # exactness: committed rank intervals tile [0, n) once; counts and bytes agree with the model
         problems = []
         pos = 0

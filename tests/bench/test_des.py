@@ -35,7 +35,7 @@ def test_host_run_lists_every_key_once_brute_force(shape: str) -> None:
 
 def test_same_seed_same_numbers_other_seed_other_numbers() -> None:
     ks = make_any("multi-tenant", 200_000)
-    cfg = Config(mode="fleet", listers=12, per_lister=4, faults=0.02, aimd=True)
+    cfg = Config(mode="fleet", listers=12, per_lister=4, faults=0.02, pace=True)
     a, b = simulate(ks, cfg, seed=5).to_dict(), simulate(ks, cfg, seed=5).to_dict()
     assert a == b
     c = simulate(ks, cfg, seed=6).to_dict()
@@ -55,10 +55,10 @@ def test_killed_listers_ranges_are_taken_over_from_their_checkpoint() -> None:
 
 
 @pytest.mark.parametrize("mode", ["host", "fleet"])
-@pytest.mark.parametrize("aimd", [False, True])
-def test_fault_runs_stay_exact(mode: str, aimd: bool) -> None:
+@pytest.mark.parametrize("pace", [False, True])
+def test_fault_runs_stay_exact(mode: str, pace: bool) -> None:
     ks = make_any("hot-prefix", 100_000)
-    cfg = Config(mode=mode, streams=16, listers=8, per_lister=4, faults=0.08, aimd=aimd)
+    cfg = Config(mode=mode, streams=16, listers=8, per_lister=4, faults=0.08, pace=pace)
     res = simulate(ks, cfg, seed=4)
     assert sum(res.faults.values()) > 0
     assert res.list_attempts > res.list_requests
@@ -67,12 +67,12 @@ def test_fault_runs_stay_exact(mode: str, aimd: bool) -> None:
 
 def test_throttling_is_counted_and_exact() -> None:
     ks = make_any("uniform", 100_000)
-    params_cfg = Config(mode="host", streams=64, aimd=True)
+    params_cfg = Config(mode="host", streams=64, pace=True)
     sim = Sim(ks, params_cfg, seed=1)
     sim.s3_limit = 20  # a tiny partition: 20 requests/s
     res = sim.run()
     assert res.throttled > 0
-    assert res.min_aimd_limit < 64
+    assert 0 < res.min_pace_rate < 20  # paced below the partition rate
     assert res.exact, res.exact_detail
 
 

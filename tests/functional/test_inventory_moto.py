@@ -228,6 +228,55 @@ def test_throttling_is_retried_and_counted(s3: Any, tmp_path: Path) -> None:
     assert (res.objects, res.list_requests, res.retries) == (2500, 5, 2)
 
 
+def test_slowdowns_are_told_apart_from_other_failures(s3: Any) -> None:
+    """The listers pace on 503 SlowDown only (hpcstage.inventory.pacing): a 500 is retried and counted as a
+    request and a retry, never as a throttle; every attempt goes through the counter's hooks."""
+    from botocore.awsrequest import AWSResponse
+    from hpcstage.s3util import RequestCounter, count_requests, list_page, retry_config
+
+    seed("bkt", {f"k{i:04d}": (1, "STANDARD") for i in range(10)})
+    s3 = count_requests(
+        boto3.client("s3", region_name="us-east-1", config=retry_config())
+    )  # the listers' retries
+    answers = iter(
+        [
+            (503, b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"),
+            (
+                500,
+                b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>",
+            ),
+            (503, b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"),
+        ]
+    )
+
+    class _Raw:
+        def stream(self, **_: Any) -> Iterator[bytes]:
+            yield b""
+
+    def fail(request: Any, **_: Any) -> AWSResponse | None:
+        status, body = next(answers, (0, b""))
+        if not status:
+            return None
+        resp = AWSResponse(request.url, status, {}, _Raw())
+        resp._content = body  # noqa: SLF001 - botocore reads the body from here
+        return resp
+
+    s3.meta.events.register_first("before-send.s3.ListObjectsV2", fail)
+    events: list[str] = []
+    counter = RequestCounter(
+        before_attempt=lambda: events.append("send"),
+        after_attempt=lambda slow: events.append("503" if slow else "answer"),
+    )
+    try:
+        page = list_page(s3, "bkt", "", counter=counter)
+    finally:
+        s3.meta.events.unregister("before-send.s3.ListObjectsV2", fail)
+    assert len(page["Contents"]) == 10
+    assert (counter.requests, counter.retries, counter.throttled) == (4, 3, 2)
+    # the fleet's pacer waits before every attempt, retries included, and learns each answer at once
+    assert events == ["send", "503", "send", "answer", "send", "503", "send", "answer"]
+
+
 def test_summary_report_figures(s3: Any, tmp_path: Path) -> None:
     seed(
         "bkt",

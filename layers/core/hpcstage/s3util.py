@@ -11,7 +11,7 @@ import functools
 import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -246,11 +246,31 @@ _SENT = threading.local()
 
 def _count_attempt(**_: Any) -> None:
     if getattr(_SENT, "n", None) is not None:
+        counter = _SENT.counter
+        if counter is not None and counter.before_attempt is not None:
+            counter.before_attempt()
         _SENT.n += 1
 
 
+def _count_slowdown(response: Any = None, **_: Any) -> None:
+    """``needs-retry`` handler: count an attempt S3 answered with 503 SlowDown (the request-rate signal the
+    listers pace on, hpcstage.inventory.pacing); 500s and resets are failures, not rate signals. Returns
+    None, so botocore's retry handler alone decides whether and when to retry."""
+    if getattr(_SENT, "n", None) is None:
+        return
+    slow = False
+    if response is not None:
+        http, parsed = response
+        slow = http.status_code == 503 and parsed.get("Error", {}).get("Code") == "SlowDown"
+    _SENT.slow += slow
+    counter = _SENT.counter
+    if counter is not None and counter.after_attempt is not None:
+        counter.after_attempt(slow)
+
+
 def count_requests(client: Any) -> Any:
-    """Count every ListObjectsV2 attempt this client sends, failed and retried ones included.
+    """Count every ListObjectsV2 attempt this client sends, failed and retried ones included, and of them
+    the ones answered 503 SlowDown.
 
     botocore emits ``before-send`` once per HTTP attempt (botocore.endpoint), whatever the attempt's
     outcome: a 503 that is retried, a reset connection, the final error. Every one of them reached S3 (or
@@ -259,6 +279,10 @@ def count_requests(client: Any) -> Any:
     client.meta.events.register("before-send.s3.ListObjectsV2", _count_attempt, unique_id="hpcstage-count")
     client.meta.events.register(
         "before-send.s3.ListObjectVersions", _count_attempt, unique_id="hpcstage-count-versions"
+    )
+    client.meta.events.register("needs-retry.s3.ListObjectsV2", _count_slowdown, unique_id="hpcstage-slow")
+    client.meta.events.register(
+        "needs-retry.s3.ListObjectVersions", _count_slowdown, unique_id="hpcstage-slow-versions"
     )
     client.meta.hpcstage_counts_requests = True  # type: ignore[attr-defined]
     return client
@@ -490,17 +514,30 @@ def parse_s3_url(url: str) -> S3Url:
 
 
 class RequestCounter:
-    """Thread-safe LIST request tally: requests sent (every attempt) and retries (attempts beyond the first)."""
+    """Thread-safe LIST request tally: requests sent (every attempt), retries (attempts beyond the first) and
+    throttled (attempts answered 503 SlowDown; on a client without ``count_requests``, every retry).
 
-    def __init__(self) -> None:
+    On a client with ``count_requests``, ``before_attempt`` runs before each attempt is sent, retries
+    included (it may sleep: the fleet's listers wait there for their pacer's slot), and ``after_attempt``
+    when each attempt is answered, with whether the answer was 503 SlowDown."""
+
+    def __init__(
+        self,
+        before_attempt: Callable[[], None] | None = None,
+        after_attempt: Callable[[bool], None] | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self.requests = 0
         self.retries = 0
+        self.throttled = 0
+        self.before_attempt = before_attempt
+        self.after_attempt = after_attempt
 
-    def add(self, requests: int, retries: int) -> None:
+    def add(self, requests: int, retries: int, throttled: int | None = None) -> None:
         with self._lock:
             self.requests += requests
             self.retries += retries
+            self.throttled += retries if throttled is None else throttled
 
 
 def _counted_list(
@@ -511,6 +548,8 @@ def _counted_list(
     _WANT_PAGE.on = fast_page
     hooked = getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False)
     _SENT.n = 0
+    _SENT.slow = 0
+    _SENT.counter = counter
     attempts: int | None = None
     try:
         resp: dict[str, Any] = s3.list_objects_v2(**params)
@@ -528,8 +567,9 @@ def _counted_list(
     finally:
         _WANT_PAGE.on = False
         _SENT.n = None
+        _SENT.counter = None
         if counter is not None and attempts:
-            counter.add(attempts, attempts - 1)
+            counter.add(attempts, attempts - 1, _SENT.slow if hooked else None)
     return resp
 
 
@@ -652,6 +692,8 @@ def list_versions_page(
             params["VersionIdMarker"] = version_id_marker
     hooked = getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False)
     _SENT.n = 0
+    _SENT.slow = 0
+    _SENT.counter = counter
     attempts: int | None = None
     try:
         resp: dict[str, Any] = s3.list_object_versions(**params)
@@ -668,8 +710,9 @@ def list_versions_page(
         raise
     finally:
         _SENT.n = None
+        _SENT.counter = None
         if counter is not None and attempts:
-            counter.add(attempts, attempts - 1)
+            counter.add(attempts, attempts - 1, _SENT.slow if hooked else None)
     return resp
 
 

@@ -56,9 +56,11 @@ Choices (and why):
 - *Remote hunger is served at most once per hunger poll per lister*: a hunger counter stays positive until
   the hungry lister has claimed something, and without that bound every busy stream of the fleet would
   split for the same idle lister. Over-splitting is harmless to coverage (pieces are claimed by anyone).
-- *Throttling (AIMD)*: any retried LIST attempt (503 SlowDown, 5xx) halves the lister's number of active
-  streams; each clean second adds one back. Streams over the limit pause at a page boundary (their leases
-  stay renewed) instead of adding retries to a prefix that is already throttled.
+- *Throttling (pacing)*: the lister paces its LIST attempts, botocore's retries included, at a rate set
+  once a second from the 503 SlowDown answers it saw (``hpcstage.inventory.pacing.Pacer``: cut by half the
+  throttled fraction, raised after clean seconds, unpaced again once the pacing stops binding). An attempt
+  waits for its slot in botocore's before-send hook (its lease stays renewed by the heartbeat) instead of
+  adding to a prefix that is already throttled; 500s and resets are retried and are not rate signals.
 - *Requests* are counted per attempt (``RequestCounter``) and recorded in the lease at each checkpoint;
   requests of a lease that was lost before its checkpoint are added to ``meta.orphan_requests``, which the
   reduce bills as well. Requests a lister sent after its last checkpoint before dying are not recorded.
@@ -92,6 +94,7 @@ from .directory import DIRECTORY_SUFFIX
 from .lister import ListOptions, list_range
 from .model import KeyRange, PartFile, ShardResult
 from .output import S3Store, hive_ddl, hive_root, latest_key, latest_run, record_latest_run, run_root
+from .pacing import Pacer
 from .report import execution_summary
 from .runner import finalize, seeds_from_hints
 from .steal import DEFAULT_MIN_SPLIT_PAGES, SplitPolicy
@@ -911,28 +914,37 @@ class ListerOptions:
 
 
 class _Throttle:
-    """AIMD over the lister's active streams: halve on a retried request, +1 per clean second."""
+    """The lister's ``Pacer`` (hpcstage.inventory.pacing) shared by its streams: a lock and the monotonic
+    clock. Every LIST attempt, botocore's retries included, waits for its slot (``RequestCounter``'s
+    ``before_attempt``) and gives its answer back (``after_attempt``)."""
 
-    def __init__(self, streams: int) -> None:
-        self.max = streams
-        self.allowed = streams
+    def __init__(
+        self, streams: int, deadline: Callable[[], bool], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.clock = clock
+        self.deadline = deadline
         self.lock = threading.Lock()
-        self.last = time.monotonic()
-        self.throttles = 0
+        self.pacer = Pacer(streams, clock())
 
-    def throttled(self) -> None:
-        with self.lock:
-            self.allowed = max(1, self.allowed // 2)
-            self.last = time.monotonic()
-            self.throttles += 1
+    @property
+    def throttles(self) -> int:
+        return self.pacer.throttles
 
-    def limit(self) -> int:
+    def answered(self, slowdown: bool) -> None:
         with self.lock:
-            now = time.monotonic()
-            if self.allowed < self.max and now - self.last >= 1.0:
-                self.allowed = min(self.max, self.allowed + int(now - self.last))
-                self.last = now
-            return self.allowed
+            self.pacer.record(self.clock(), 1, int(slowdown))
+
+    def wait(self) -> None:
+        """Sleep until this attempt's slot (or until the lister nears its deadline)."""
+        with self.lock:
+            now = self.clock()
+            at = self.pacer.slot(now)
+        while at > now and not self.deadline():
+            time.sleep(min(0.05, at - now))
+            now = self.clock()
+
+    def counter(self) -> RequestCounter:
+        return RequestCounter(before_attempt=self.wait, after_attempt=self.answered)
 
 
 class _Sink:
@@ -985,10 +997,9 @@ class _Stream:
         self.objects = 0
         self.bytes = 0
         self.pages = 0
-        self.counter = RequestCounter()
+        self.counter = lister.throttle.counter()
         self.committed_requests = 0
         self.committed_retries = 0
-        self.seen_retries = 0
         self.last_key: str | None = lease.checkpoint
         self._new_segment()
 
@@ -1059,13 +1070,6 @@ class _Stream:
             raise _Abandon()
         if self.lease.id in lister.lost:
             raise LeaseLost(self.lease.id)
-        if self.counter.retries > self.seen_retries:
-            self.seen_retries = self.counter.retries
-            lister.throttle.throttled()
-        while self.index >= lister.throttle.limit() and not lister.near_deadline():
-            if lister.failed.is_set():
-                raise _Abandon()
-            time.sleep(0.05)
         return lister.near_deadline()
 
     def give(self, pieces: Sequence[KeyRange]) -> None:
@@ -1105,7 +1109,7 @@ class Lister:
         self.started = (
             datetime.fromisoformat(cfg.started.replace("Z", "+00:00")) if cfg.started else datetime.now(UTC)
         )
-        self.throttle = _Throttle(cfg.streams)
+        self.throttle = _Throttle(cfg.streams, self.near_deadline)
         self.failed = threading.Event()
         self.finished = threading.Event()
         self.lost: set[str] = set()

@@ -1,0 +1,110 @@
+"""Request pacing under S3's per-partition request-rate cap: cut by the throttled fraction, not by half.
+
+S3 answers 503 SlowDown when a partitioned prefix receives more than its rate ("at least 5,500 GET/HEAD
+requests per second per partitioned prefix"). A fleet of listers cannot see the cap or each other, only
+its own 503s. Halving a stream count on a 503 (AIMD, as TCP does on loss) stalls a fleet of 1,000 listers
+under one partition: they throttle together, all halve together and the partition idles until the
+additive steps bring them back (measured in the simulator: a fifth of the rate lost at 100M objects), and a
+count of streams cannot go below one stream's rate, which 1,000 listers already exceed.
+
+``Pacer`` instead paces the lister's LIST attempts, botocore's retries included, at a rate (requests/s)
+and sets that rate once per window from the 503s it saw. Like DCTCP (RFC 8257), which cuts its window by
+half the *fraction* of marked packets (cwnd x (1 - alpha/2)) rather than by half, a window in which S
+attempts were answered and T of them with 503 SlowDown cuts the rate by T / 2S. Summed over a fleet that
+sees the partition's throttled fraction f = 1 - cap/demand, the next demand is (demand + cap) / 2: the
+excess halves each window and the demand approaches the cap from above instead of falling below it. The
+first throttled window starts the pacing at the rate the lister was sending, cut the same way. A window
+without a 503 in which some attempt waited for its slot raises the rate by one stream's share (rate /
+streams, the old "+1 stream per clean second"), doubled for each clean window in a row before it (at most
+doubling the rate): near the cap clean windows are single and the probe stays gentle; when the fleet's
+demand falls (the end of a run, streams finishing) the rate is back within a few windows. A clean window in
+which no attempt waited means the pacing no longer binds: the lister runs unpaced again. Other failures
+(500, resets) are not rate signals: they count as answered, not as throttled.
+
+Retries are paced too: a retried attempt otherwise lands on the partition outside the rate (measured in the
+simulator: the backlog of full-jitter retries from the first overshoot kept the partition throttled for
+seconds while the paced rate was cut below the cap). botocore's standard retry mode (quota, full-jitter
+backoff) stays: a retry waits for its backoff and then for its slot.
+
+Decisions are taken once per window (1 s: S3's rate is stated per second), so a burst of 503s caused by one
+overshoot is answered once, and the rate never goes below one request per window (the lister must send to
+observe). Attempts are reported when they are answered (botocore's needs-retry hook), not when their page
+is: a throttle reported seconds late, after its backoff, cuts the rate of a window that did not cause it.
+
+Pure and clock-driven: the fleet's listers call it under a lock with ``time.monotonic`` (fleet._Throttle)
+and the simulator (bench/sim/des.py) calls the same class with its virtual time, so both run the same
+algorithm.
+"""
+
+from __future__ import annotations
+
+WINDOW_S = 1.0
+
+
+class Pacer:
+    """The pacing of one lister's LIST requests (see the module docstring)."""
+
+    __slots__ = (
+        "streams",
+        "window_s",
+        "rate",
+        "next_at",
+        "start",
+        "sent",
+        "throttled",
+        "waited",
+        "clean",
+        "throttles",
+    )
+
+    def __init__(self, streams: int, now: float, window_s: float = WINDOW_S) -> None:
+        if streams < 1:
+            raise ValueError(f"streams must be >= 1, got {streams}")
+        self.streams = streams
+        self.window_s = window_s
+        self.rate: float | None = None  # requests/s; None: unpaced
+        self.next_at = now  # the earliest time the next paced request may go
+        self.start = now  # the current window's start
+        self.sent = 0  # attempts answered in the current window
+        self.throttled = 0  # of them, 503 SlowDown
+        self.waited = False  # a request of the current window waited for its slot
+        self.clean = 0  # clean windows in a row while paced
+        self.throttles = 0  # 503s seen in all (reported)
+
+    def record(self, now: float, sent: int, throttled: int) -> None:
+        """``sent`` attempts were answered, ``throttled`` of them with 503 SlowDown."""
+        self._roll(now)
+        self.sent += sent
+        self.throttled += throttled
+        self.throttles += throttled
+
+    def slot(self, now: float) -> float:
+        """Reserve the next request's slot: the time it may be sent (``now`` when unpaced or on time)."""
+        self._roll(now)
+        if self.rate is None:
+            return now
+        at = max(now, self.next_at)
+        if at > now:
+            self.waited = True
+        self.next_at = at + 1.0 / self.rate
+        return at
+
+    def _roll(self, now: float) -> None:
+        elapsed = now - self.start
+        if elapsed < self.window_s:
+            return
+        if self.throttled:
+            rate = self.sent / elapsed if self.rate is None else self.rate
+            cut = 1.0 - min(1.0, self.throttled / self.sent) / 2
+            self.rate = max(1.0 / self.window_s, rate * cut)
+            self.clean = 0
+        elif self.rate is not None:
+            if self.waited:
+                self.rate *= 1.0 + min(1.0, 2**self.clean / self.streams)
+                self.clean += 1
+            else:
+                self.rate = None
+                self.clean = 0
+        self.start = now
+        self.sent = self.throttled = 0
+        self.waited = False
