@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         "--aimd",
         dest="pace",
         choices=("on", "off", "both"),
-        default="off",
-        help="the listers pace their pages from the 503s they see, as the fleet does (--aimd: the old name)",
+        default="on",
+        help="the listers pace their pages from the 503s they see, as the fleet's do (default; --aimd: the old name)",
     )
     ap.add_argument("--publish-ways", type=int, default=15)
     ap.add_argument(
