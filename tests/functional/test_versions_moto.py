@@ -23,52 +23,27 @@ from hpcstage.inventory.output import LocalStore
 from hpcstage.inventory.runner import InventoryOptions, run_inventory
 from hpcstage.inventory.steal import SplitPolicy
 from hpcstage.inventory.versions import VERSIONS, VersionCursor, VersionPage, VersionSource
+from hpcstage.local import motopatch
 from hpcstage.s3util import make_s3_client
 from moto import mock_aws
-from moto.core.utils import unix_time_millis
-from moto.s3.models import S3Backend
 
 BUCKET = "versioned-bkt"
 
 
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setattr(S3Backend, "list_object_versions", key_marker_after(S3Backend.list_object_versions))
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-        yield client
-
-
-def key_marker_after(original: Any) -> Any:
-    """moto 5.2.5 answers KeyMarker without VersionIdMarker from the first version *at or after* the marker
-    and drops that version (models.py: ``skip_versions = version.name < key_marker; continue``); S3 lists
-    the keys *after* the marker. This asks moto to continue after the last version of the last key at or
-    before the marker instead, which is S3's answer; requests with a VersionIdMarker are unchanged."""
-
-    def patched(
-        self: Any,
-        bucket_name: str,
-        delimiter: Any = None,
-        key_marker: Any = None,
-        max_keys: Any = 1000,
-        prefix: str = "",
-        version_id_marker: Any = None,
-    ) -> Any:
-        if key_marker is not None and not version_id_marker:
-            # moto's own order (models.py): by name, newest first, stable over its version lists
-            everything = [
-                v for _, versions in self.get_bucket(bucket_name).keys.iterlists() for v in versions
-            ]
-            everything.sort(key=lambda v: (v.name, -unix_time_millis(v.last_modified)))
-            before = [v for v in everything if v.name <= key_marker]
-            key_marker, version_id_marker = (
-                (before[-1].name, before[-1].version_id) if before else (None, None)
-            )
-        return original(self, bucket_name, delimiter, key_marker, max_keys, prefix, version_id_marker)
-
-    return patched
+def s3() -> Iterator[Any]:
+    # moto 5.2.5 answers ListObjectVersions' KeyMarker without a VersionIdMarker from the first version at
+    # or after the marker and drops it; the local runtime's s3_listing patch answers as S3 does (the keys
+    # after the marker): tests/localrt/test_localrt_listing.py
+    before = motopatch.use_patches(("s3_listing",))
+    try:
+        with mock_aws():
+            client = boto3.client("s3", region_name="us-east-1")
+            client.create_bucket(Bucket=BUCKET)
+            client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+            yield client
+    finally:
+        motopatch.use_patches(before)
 
 
 def populate(s3: Any, seed: int = 7, bucket: str = BUCKET) -> None:
@@ -193,14 +168,14 @@ def test_request_payer_and_counting_on_list_object_versions(s3: Any) -> None:
     assert sent[0]["x-amz-request-payer"] in ("requester", b"requester")
 
 
-def test_the_fleet_lists_every_version_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fleet_lists_every_version_exactly() -> None:
     """The Lambda fleet's leases, checkpoints and steals over ListObjectVersions (execution input versions: true)."""
     import test_fleet_moto as tf
     from hpcstage.inventory import fleet
 
-    monkeypatch.setattr(S3Backend, "list_object_versions", key_marker_after(S3Backend.list_object_versions))
     gen = tf.aws.__wrapped__()  # the fleet tests' moto fixture (S3 + the fleet table)
     s3, ddb = next(gen)
+    motopatch.apply_patches(("s3_listing",))  # see the s3 fixture; the fleet fixture's teardown undoes it
     try:
         s3.put_bucket_versioning(Bucket="bkt", VersioningConfiguration={"Status": "Enabled"})
         populate(s3, bucket="bkt")

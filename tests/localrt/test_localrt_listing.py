@@ -196,3 +196,39 @@ def test_random_keys_and_queries_match(local: LocalAws) -> None:
         assert_same_listing(name, None, "/", None, 2)
 
     check()
+
+
+def test_list_object_versions_after_a_key_marker_starts_at_the_next_key_as_s3_does(local: LocalAws) -> None:
+    """ListObjectVersions with KeyMarker alone answers the versions of the keys after the marker, newest
+    first, and paging on from there with NextKeyMarker/NextVersionIdMarker gives every one of them once.
+    moto 5.2.5 alone dropped the first version at or after the marker (the newest of the next key)."""
+    s3 = local.client("s3")
+    s3.create_bucket(Bucket="versioned-bkt")
+    s3.put_bucket_versioning(Bucket="versioned-bkt", VersioningConfiguration={"Status": "Enabled"})
+    made: dict[str, list[str]] = {}
+    for key in ["a", "b", "b/x", "c"]:
+        for body in range(3):
+            made.setdefault(key, []).append(
+                s3.put_object(Bucket="versioned-bkt", Key=key, Body=bytes(body))["VersionId"]
+            )
+
+    def walk(**kw: Any) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        while True:
+            resp = s3.list_object_versions(Bucket="versioned-bkt", MaxKeys=2, **kw)
+            out += [(v["Key"], v["VersionId"]) for v in resp.get("Versions", [])]
+            if not resp["IsTruncated"]:
+                return out
+            kw = {"KeyMarker": resp["NextKeyMarker"], "VersionIdMarker": resp["NextVersionIdMarker"]}
+
+    newest_first = {k: list(reversed(v)) for k, v in made.items()}
+    after = lambda *keys: [(k, v) for k in keys for v in newest_first[k]]  # noqa: E731
+    assert walk(KeyMarker="a0") == after("b", "b/x", "c")  # a marker that is no key
+    assert walk(KeyMarker="b") == after("b/x", "c")  # a key: its versions are not listed again
+    assert walk(KeyMarker="0") == after("a", "b", "b/x", "c")
+    assert walk(KeyMarker="d") == []
+    motopatch.remove_patches(("s3_listing",))
+    try:
+        assert walk(KeyMarker="a0") == after("b", "b/x", "c")[1:]  # moto's own answer: b's newest is lost
+    finally:
+        motopatch.apply_patches(("s3_listing",))

@@ -18,7 +18,10 @@ silently misbehaving, because these patches reach into private code.
    function's Timeout is reported by ``get_remaining_time_in_millis`` but not enforced.
 2. ``s3_listing``: ``S3Backend.list_objects_v2`` bisects a per-bucket sorted key index instead of
    sorting the whole bucket for every page; answers, truncation and continuation tokens are
-   identical to moto's (the tests compare both over many pages).
+   identical to moto's (the tests compare both over many pages). ``S3Backend.list_object_versions``
+   given a KeyMarker without a VersionIdMarker answers as S3 does, with the versions of the keys after
+   the marker: moto 5.2.5 dropped the first version at or after it (the newest version of the next key,
+   so a versioned listing that starts a range at a cut point lost one version per range).
 3. ``map_iteration``: the Map workers of moto's interpreter recurse once per item, so one worker
    handling ~990 items dies with RecursionError and the execution stays RUNNING forever; the
    patched ``_eval_pool`` methods iterate instead.
@@ -559,6 +562,41 @@ def _patched_list_objects_v2(
     return self._truncate_result(entries, max_keys)
 
 
+def _patched_list_object_versions(
+    self: Any,
+    bucket_name: str,
+    delimiter: str | None = None,
+    key_marker: str | None = None,
+    max_keys: int | None = 1000,
+    prefix: str = "",
+    version_id_marker: str | None = None,
+) -> Any:
+    from moto.s3.models import unix_time_millis
+
+    if key_marker and not version_id_marker:
+        # S3 starts after every version of the keys <= key_marker: continue from the last of them, in the
+        # order moto lists (name, newest first), with the (key, version) form of the marker, which moto
+        # handles exactly; none: from the start.
+        bucket = self.get_bucket(bucket_name)
+        ordered = sorted(
+            (v for _, versions in bucket.keys.iterlists() for v in versions if v.name <= key_marker),
+            key=lambda r: (r.name, -unix_time_millis(r.last_modified)),
+        )
+        if ordered:
+            key_marker, version_id_marker = ordered[-1].name, ordered[-1].version_id
+        else:
+            key_marker = None
+    return _original("list_object_versions")(
+        self,
+        bucket_name,
+        delimiter=delimiter,
+        key_marker=key_marker,
+        max_keys=max_keys,
+        prefix=prefix,
+        version_id_marker=version_id_marker,
+    )
+
+
 def original_list_objects_v2(
     backend: Any,
     bucket: Any,
@@ -823,6 +861,12 @@ def _targets() -> dict[str, tuple[str, type, str, Any]]:
     return {
         "lambda_invoke": ("lambda", LambdaSimpleBackend, "invoke", _patched_lambda_invoke),
         "list_objects_v2": ("s3_listing", S3Backend, "list_objects_v2", _patched_list_objects_v2),
+        "list_object_versions": (
+            "s3_listing",
+            S3Backend,
+            "list_object_versions",
+            _patched_list_object_versions,
+        ),
         "store_setitem": ("s3_listing", _VersionedKeyStore, "__setitem__", _patched_store_setitem),
         "store_setlist": ("s3_listing", _VersionedKeyStore, "setlist", _patched_store_setlist),
         "store_pop": ("s3_listing", _VersionedKeyStore, "pop", _patched_store_pop),
