@@ -252,7 +252,7 @@ class Node:
         self.listing = 0  # streams holding a piece (listing, waiting for a paced slot or checkpointing)
         self.cpu_free = 0.0
         self.cpu_per_page = cpu_per_page
-        self.pacer = Pacer(k, 0.0)
+        self.pacer = Pacer(0.0)
         self.quota = quota
         self.alive = True
         self.invoked = 0.0

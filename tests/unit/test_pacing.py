@@ -7,14 +7,14 @@ from hpcstage.inventory.pacing import Pacer
 
 
 def test_unpaced_until_the_first_throttled_window() -> None:
-    p = Pacer(streams=8, now=0.0)
+    p = Pacer(now=0.0)
     assert [p.slot(t) for t in (0.0, 0.0, 0.1)] == [0.0, 0.0, 0.1]  # no 503 yet: every attempt at once
     p.record(0.5, sent=40, throttled=0)
     assert p.slot(1.0) == 1.0 and p.rate is None  # a clean window leaves it unpaced
 
 
 def test_the_first_throttled_window_paces_at_the_rate_sent_cut_by_half_the_throttled_fraction() -> None:
-    p = Pacer(streams=8, now=0.0)
+    p = Pacer(now=0.0)
     p.record(0.4, sent=30, throttled=10)
     p.record(0.9, sent=10, throttled=2)
     assert p.rate is None  # decided once per window, not per 503
@@ -29,7 +29,7 @@ def test_the_first_throttled_window_paces_at_the_rate_sent_cut_by_half_the_throt
 
 
 def test_the_cut_is_half_the_throttled_fraction_not_a_half() -> None:
-    p = Pacer(streams=8, now=0.0)
+    p = Pacer(now=0.0)
     p.record(0.5, sent=20, throttled=4)
     p.slot(1.0)
     assert p.rate == pytest.approx(18.0)  # 20/s x (1 - 0.2/2)
@@ -44,7 +44,7 @@ def test_the_cut_is_half_the_throttled_fraction_not_a_half() -> None:
 
 
 def test_a_throttled_window_cuts_the_paced_rate_whatever_was_sent() -> None:
-    p = Pacer(streams=4, now=0.0)
+    p = Pacer(now=0.0)
     p.record(0.2, sent=10, throttled=5)
     p.slot(1.0)
     assert p.rate == pytest.approx(7.5)
@@ -54,41 +54,22 @@ def test_a_throttled_window_cuts_the_paced_rate_whatever_was_sent() -> None:
     assert p.rate == pytest.approx(7.5 * 0.75)
 
 
-def test_clean_windows_in_a_row_raise_the_rate_faster_while_the_pacing_binds() -> None:
-    p = Pacer(streams=4, now=0.0)
+def test_a_window_without_a_503_ends_the_pacing_and_the_next_503_starts_it_anew() -> None:
+    p = Pacer(now=0.0)
     p.record(0.1, sent=16, throttled=8)
     assert p.slot(1.0) == 1.0 and p.rate == pytest.approx(12.0)
-    rates = []
-    for w in range(1, 5):
-        assert p.slot(float(w)) > w  # an attempt waited for its slot: the pacing binds
-        p.record(w + 0.5, sent=12, throttled=0)
-        p.slot(w + 1.0)
-        rates.append(p.rate)
-    # one stream's share (1/4), then 2/4, then 4/4 (doubling), then at most doubling
-    assert rates == pytest.approx([15.0, 22.5, 45.0, 90.0])
-    p.slot(5.0)  # waits
-    p.record(5.5, sent=12, throttled=1)
-    p.slot(6.0)
-    assert p.rate == pytest.approx(90.0 * (1 - 1 / 24))
-    p.slot(6.0)  # waits
-    p.record(6.5, sent=12, throttled=0)
-    p.slot(7.0)
-    assert p.rate == pytest.approx(90.0 * (1 - 1 / 24) * 1.25)  # a throttle restarts the gentle probe
-
-
-def test_a_clean_window_without_waiting_ends_the_pacing() -> None:
-    p = Pacer(streams=4, now=0.0)
-    p.record(0.1, sent=12, throttled=4)
-    p.slot(1.0)
-    assert p.rate == pytest.approx(10.0)
-    # the streams asked slower than 10/s (no attempt waited) and S3 said no 503: pacing no longer binds
-    p.record(1.9, sent=3, throttled=0)
+    assert p.slot(1.0) == pytest.approx(1.0 + 1 / 12)  # paced: the next attempt waits for its slot
+    p.record(1.5, sent=12, throttled=0)  # S3 took all it was sent
     assert p.slot(2.0) == 2.0 and p.rate is None
-    assert p.slot(2.0) == 2.0
+    assert p.slot(2.0) == 2.0  # unpaced: every attempt at once
+    # a 503 again: paced from the rate sent in that window, cut by half the throttled fraction
+    p.record(2.5, sent=60, throttled=6)
+    p.slot(3.0)
+    assert p.rate == pytest.approx(60 * (1 - 0.1 / 2))
 
 
 def test_the_rate_never_goes_below_one_request_per_window() -> None:
-    p = Pacer(streams=8, now=0.0)
+    p = Pacer(now=0.0)
     p.record(0.3, sent=1, throttled=1)
     assert p.slot(1.0) == 1.0
     assert p.rate == pytest.approx(1.0)  # 1/s halved would be 0.5/s
@@ -96,12 +77,7 @@ def test_the_rate_never_goes_below_one_request_per_window() -> None:
 
 
 def test_a_long_window_is_measured_over_its_length() -> None:
-    p = Pacer(streams=8, now=0.0)
+    p = Pacer(now=0.0)
     p.record(0.5, sent=30, throttled=6)
     p.slot(2.0)  # the window closes at 2.0: 30 answered over 2 s, 20 % throttled
     assert p.rate == pytest.approx(15.0 * 0.9)
-
-
-def test_bad_stream_count() -> None:
-    with pytest.raises(ValueError, match="streams must be >= 1, got 0"):
-        Pacer(streams=0, now=0.0)

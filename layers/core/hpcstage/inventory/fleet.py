@@ -918,13 +918,11 @@ class _Throttle:
     clock. Every LIST attempt, botocore's retries included, waits for its slot (``RequestCounter``'s
     ``before_attempt``) and gives its answer back (``after_attempt``)."""
 
-    def __init__(
-        self, streams: int, deadline: Callable[[], bool], clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, deadline: Callable[[], bool], clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.deadline = deadline
         self.lock = threading.Lock()
-        self.pacer = Pacer(streams, clock())
+        self.pacer = Pacer(clock())
 
     @property
     def throttles(self) -> int:
@@ -1109,7 +1107,7 @@ class Lister:
         self.started = (
             datetime.fromisoformat(cfg.started.replace("Z", "+00:00")) if cfg.started else datetime.now(UTC)
         )
-        self.throttle = _Throttle(cfg.streams, self.near_deadline)
+        self.throttle = _Throttle(self.near_deadline)
         self.failed = threading.Event()
         self.finished = threading.Event()
         self.lost: set[str] = set()

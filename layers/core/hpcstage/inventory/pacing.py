@@ -14,11 +14,13 @@ attempts were answered and T of them with 503 SlowDown cuts the rate by T / 2S. 
 sees the partition's throttled fraction f = 1 - cap/demand, the next demand is (demand + cap) / 2: the
 excess halves each window and the demand approaches the cap from above instead of falling below it. The
 first throttled window starts the pacing at the rate the lister was sending, cut the same way. A window
-without a 503 in which some attempt waited for its slot raises the rate by one stream's share (rate /
-streams, the old "+1 stream per clean second"), doubled for each clean window in a row before it (at most
-doubling the rate): near the cap clean windows are single and the probe stays gentle; when the fleet's
-demand falls (the end of a run, streams finishing) the rate is back within a few windows. A clean window in
-which no attempt waited means the pacing no longer binds: the lister runs unpaced again. Other failures
+without a 503 ends the pacing: the lister runs unpaced again, and its next 503 starts the pacing anew from
+the rate it sends then. While a fleet's demand is above the cap every window holds 503s and the cut keeps
+bringing the demand down to it; a clean window means the demand is at or below it. (Measured: raising a
+paced rate by one stream's share per clean window, doubled for each clean window in a row, cost 1.3-6.0 s
+of 13-21 s at 25M objects with 1,000 listers: a lister that saw a few 503s while the fleet ramped up was
+paced at the low rate it was sending then and climbed back for seconds. Unpaced after a clean window:
+unicode 19.8 -> 16.5 s, dated 21.2 -> 18.3 s; bench/RESULTS.md.) Other failures
 (500, resets) are not rate signals: they count as answered, not as throttled.
 
 Retries are paced too: a retried attempt otherwise lands on the partition outside the rate (measured in the
@@ -44,31 +46,15 @@ WINDOW_S = 1.0
 class Pacer:
     """The pacing of one lister's LIST requests (see the module docstring)."""
 
-    __slots__ = (
-        "streams",
-        "window_s",
-        "rate",
-        "next_at",
-        "start",
-        "sent",
-        "throttled",
-        "waited",
-        "clean",
-        "throttles",
-    )
+    __slots__ = ("window_s", "rate", "next_at", "start", "sent", "throttled", "throttles")
 
-    def __init__(self, streams: int, now: float, window_s: float = WINDOW_S) -> None:
-        if streams < 1:
-            raise ValueError(f"streams must be >= 1, got {streams}")
-        self.streams = streams
+    def __init__(self, now: float, window_s: float = WINDOW_S) -> None:
         self.window_s = window_s
         self.rate: float | None = None  # requests/s; None: unpaced
         self.next_at = now  # the earliest time the next paced request may go
         self.start = now  # the current window's start
         self.sent = 0  # attempts answered in the current window
         self.throttled = 0  # of them, 503 SlowDown
-        self.waited = False  # a request of the current window waited for its slot
-        self.clean = 0  # clean windows in a row while paced
         self.throttles = 0  # 503s seen in all (reported)
 
     def record(self, now: float, sent: int, throttled: int) -> None:
@@ -84,8 +70,6 @@ class Pacer:
         if self.rate is None:
             return now
         at = max(now, self.next_at)
-        if at > now:
-            self.waited = True
         self.next_at = at + 1.0 / self.rate
         return at
 
@@ -97,14 +81,7 @@ class Pacer:
             rate = self.sent / elapsed if self.rate is None else self.rate
             cut = 1.0 - min(1.0, self.throttled / self.sent) / 2
             self.rate = max(1.0 / self.window_s, rate * cut)
-            self.clean = 0
-        elif self.rate is not None:
-            if self.waited:
-                self.rate *= 1.0 + min(1.0, 2**self.clean / self.streams)
-                self.clean += 1
-            else:
-                self.rate = None
-                self.clean = 0
+        else:
+            self.rate = None  # no 503 in the window: unpaced
         self.start = now
         self.sent = self.throttled = 0
-        self.waited = False
