@@ -58,7 +58,7 @@ Choices (and why):
   split for the same idle lister. Over-splitting is harmless to coverage (pieces are claimed by anyone).
 - *Throttling (pacing)*: the lister paces its LIST attempts, botocore's retries included, at a rate set
   once a second from the 503 SlowDown answers it saw (``hpcstage.inventory.pacing.Pacer``: cut by half the
-  throttled fraction, raised after clean seconds, unpaced again once the pacing stops binding). An attempt
+  throttled fraction; unpaced again after a second without a 503). An attempt
   waits for its slot in botocore's before-send hook (its lease stays renewed by the heartbeat) instead of
   adding to a prefix that is already throttled; 500s and resets are retried and are not rate signals.
 - *Requests* are counted per attempt (``RequestCounter``) and recorded in the lease at each checkpoint;
