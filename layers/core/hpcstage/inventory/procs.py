@@ -34,7 +34,6 @@ import os
 import pickle
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,6 +48,7 @@ from .model import KeyRange, ShardResult
 from .output import LocalStore, OutputStore, S3Store
 from .runner import Progress, StreamsOutcome, run_streams
 from .stats import InventoryStats
+from .steal import LocalPool
 
 # A worker's counters reach the parent this often (the progress display and the choice of donor).
 REPORT_S = 0.25
@@ -157,7 +157,7 @@ class Link:
             self.conn.send(msg)
 
 
-class LinkedPool:
+class LinkedPool(LocalPool):
     """steal.LocalPool's protocol for the streams of one worker process, linked to the coordinator.
 
     Unlike LocalPool, a pool with nothing queued and no stream listing is not finished: it reports itself
@@ -165,24 +165,18 @@ class LinkedPool:
     """
 
     def __init__(self, link: Link, streams: int) -> None:
-        self._cv = threading.Condition()
-        self._queue: deque[KeyRange] = deque()
-        self._idle = 0
-        self._active = 0
+        super().__init__()
         self._streams = streams
         self._owed = 0  # pieces the coordinator asked this worker to split off for others
         self._received = 0  # ranges received from the coordinator
         self._last: tuple[int, bool, int] | None = None
         self._link = link
-        self.failed: BaseException | None = None
-        self.closed = False
         self.done = False
         self.stopping = False
-        self.splits = 0
 
     # --- the streams' side (LocalPool's methods) ---
 
-    def get(self) -> KeyRange | None:
+    def get(self, timeout: float | None = None) -> KeyRange | None:
         with self._cv:
             self._idle += 1
             try:
@@ -224,24 +218,9 @@ class LinkedPool:
             self._active -= 1
             self._report()
 
-    def close(self) -> list[KeyRange]:
-        with self._cv:
-            self.closed = True
-            left = list(self._queue)
-            self._queue.clear()
-            self._cv.notify_all()
-            return left
-
     def fail(self, err: BaseException) -> None:
-        with self._cv:
-            if self.failed is None:
-                self.failed = err
-            self.stopping = True  # this worker's other streams stop at their next page: the run is lost
-            self._cv.notify_all()
-
-    @property
-    def active(self) -> int:
-        return self._active
+        self.stopping = True  # this worker's other streams stop at their next page: the run is lost
+        super().fail(err)
 
     # --- the coordinator's side ---
 
