@@ -540,11 +540,21 @@ class RequestCounter:
             self.throttled += retries if throttled is None else throttled
 
 
-def _counted_list(
-    s3: Any, bucket: str, params: dict[str, Any], counter: RequestCounter | None, *, fast_page: bool
+def _counted_call(
+    s3: Any,
+    operation: str,
+    bucket: str,
+    params: dict[str, Any],
+    counter: RequestCounter | None,
+    *,
+    action: str,
+    botocore_error: Callable[[BotoCoreError], Exception | None],
+    fast_page: bool = False,
 ) -> dict[str, Any]:
-    """One ListObjectsV2 call, every attempt (failed ones included) added to ``counter``, errors as one line;
-    ``fast_page``: the answer's Contents go through the fast page parser (``PAGE_KEY``)."""
+    """One call of a listing ``operation``, every attempt (failed ones included) added to ``counter``. S3's
+    refusals become one line naming ``action``; botocore's own errors what ``botocore_error`` makes of them
+    (None: raised as they are). ``fast_page``: a ListObjectsV2 answer's Contents go through the fast page
+    parser (``PAGE_KEY``)."""
     _WANT_PAGE.on = fast_page
     hooked = getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False)
     _SENT.n = 0
@@ -552,15 +562,18 @@ def _counted_list(
     _SENT.counter = counter
     attempts: int | None = None
     try:
-        resp: dict[str, Any] = s3.list_objects_v2(**params)
+        resp: dict[str, Any] = getattr(s3, operation)(**params)
         attempts = _SENT.n if hooked else 1 + int(resp.get("ResponseMetadata", {}).get("RetryAttempts", 0))
     except ClientError as err:
         meta = err.response.get("ResponseMetadata", {})
         attempts = _SENT.n if hooked else 1 + int(meta.get("RetryAttempts", 0))
-        raise translate_client_error(err, bucket) from err
+        raise translate_client_error(err, bucket, action=action) from err
     except BotoCoreError as err:
         attempts = _SENT.n if hooked else 1
-        raise translate_botocore_error(err) from err
+        translated = botocore_error(err)
+        if translated is None:
+            raise
+        raise translated from err
     except BaseException:
         attempts = _SENT.n if hooked else 1
         raise
@@ -571,6 +584,22 @@ def _counted_list(
         if counter is not None and attempts:
             counter.add(attempts, attempts - 1, _SENT.slow if hooked else None)
     return resp
+
+
+def _counted_list(
+    s3: Any, bucket: str, params: dict[str, Any], counter: RequestCounter | None, *, fast_page: bool
+) -> dict[str, Any]:
+    """One ListObjectsV2 call (``_counted_call``), botocore's errors as one line each."""
+    return _counted_call(
+        s3,
+        "list_objects_v2",
+        bucket,
+        params,
+        counter,
+        action="s3:ListBucket",
+        botocore_error=translate_botocore_error,
+        fast_page=fast_page,
+    )
 
 
 def list_page(
@@ -690,30 +719,19 @@ def list_versions_page(
         params["KeyMarker"] = key_marker
         if version_id_marker is not None:
             params["VersionIdMarker"] = version_id_marker
-    hooked = getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False)
-    _SENT.n = 0
-    _SENT.slow = 0
-    _SENT.counter = counter
-    attempts: int | None = None
-    try:
-        resp: dict[str, Any] = s3.list_object_versions(**params)
-        attempts = _SENT.n if hooked else 1 + int(resp.get("ResponseMetadata", {}).get("RetryAttempts", 0))
-    except ClientError as err:
-        meta = err.response.get("ResponseMetadata", {})
-        attempts = _SENT.n if hooked else 1 + int(meta.get("RetryAttempts", 0))
-        raise translate_client_error(err, bucket, action="s3:ListBucketVersions") from err
-    except (EndpointConnectionError, NoCredentialsError) as err:
-        attempts = _SENT.n if hooked else 1
-        raise BucketError(f"cannot reach S3 for bucket {bucket!r}: {err}") from err
-    except BaseException:
-        attempts = _SENT.n if hooked else 1
-        raise
-    finally:
-        _SENT.n = None
-        _SENT.counter = None
-        if counter is not None and attempts:
-            counter.add(attempts, attempts - 1, _SENT.slow if hooked else None)
-    return resp
+    return _counted_call(
+        s3,
+        "list_object_versions",
+        bucket,
+        params,
+        counter,
+        action="s3:ListBucketVersions",
+        botocore_error=lambda err: (
+            BucketError(f"cannot reach S3 for bucket {bucket!r}: {err}")
+            if isinstance(err, EndpointConnectionError | NoCredentialsError)
+            else None
+        ),
+    )
 
 
 class _KeysView(Sequence[str]):
