@@ -243,6 +243,22 @@ def install_fake_lfs(bin_dir: Path) -> None:
     path.chmod(path.stat().st_mode | _stat.S_IXUSR | _stat.S_IXGRP | _stat.S_IXOTH)
 
 
+class CountStats:
+    """The statistics a listing stream needs (``add_page``, ``merge``): objects and bytes only."""
+
+    def __init__(self) -> None:
+        self.objects = 0
+        self.bytes = 0
+
+    def add_page(self, objects: Any) -> None:
+        self.objects += len(objects)
+        self.bytes += sum(o["Size"] for o in objects)
+
+    def merge(self, other: CountStats) -> None:
+        self.objects += other.objects
+        self.bytes += other.bytes
+
+
 class FakeDirectoryBucket:
     """An S3 Express One Zone directory bucket's ListObjectsV2, as API_ListObjectsV2 documents it:
 

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from fakes import FakeS3
+from fakes import CountStats, FakeS3
 from hpcstage.inventory.lister import ListOptions, list_range
 from hpcstage.inventory.model import KeyRange, ShardResult
 from hpcstage.inventory.steal import SplitPolicy
@@ -46,16 +46,6 @@ class Written:
         self.keys = []
 
 
-class Stats:
-    def __init__(self) -> None:
-        self.objects = 0
-        self.bytes = 0
-
-    def add_page(self, objects: Any) -> None:
-        self.objects += len(objects)
-        self.bytes += sum(o["Size"] for o in objects)
-
-
 def run(
     s3: Any, prefetch: bool, *, want_every: int = 0, stop_after: int = 0, writer: Any = None
 ) -> tuple[ShardResult, Any, list[KeyRange], RequestCounter]:
@@ -74,7 +64,7 @@ def run(
         "",
         KeyRange(id="r0"),
         writer=writer,
-        stats=Stats(),
+        stats=CountStats(),
         counter=counter,
         wanted=lambda: 1 if want_every and pages[0] % want_every == 0 else 0,
         give=given_pieces.extend,

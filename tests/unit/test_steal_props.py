@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from fakes import FakeS3
+from fakes import CountStats, FakeS3
 from hpcstage.errors import IncompleteInventoryError
 from hpcstage.inventory import runner
 from hpcstage.inventory.keys import encode
@@ -56,20 +56,6 @@ class KeysWriter:
 
     def abort(self) -> None:
         self.buf = []
-
-
-class CountStats:
-    def __init__(self) -> None:
-        self.objects = 0
-        self.bytes = 0
-
-    def add_page(self, objects: Any) -> None:
-        self.objects += len(objects)
-        self.bytes += sum(o["Size"] for o in objects)
-
-    def merge(self, other: CountStats) -> None:
-        self.objects += other.objects
-        self.bytes += other.bytes
 
 
 def run_streams(
