@@ -494,3 +494,14 @@ def test_streams_with_directory_requests_list_every_key_once(keys: list[str], wo
     listed, results, _ = run_streams(s3, "", workers, page=4)
     assert sorted(listed) == expected(keys, "")
     check_tiling(results)
+
+
+def test_a_cursor_with_no_key_taken_yet_splits_by_the_estimate_it_came_with() -> None:
+    """A versioned page whose rows are all versions of one key is carried whole to the next page: the cursor has
+    taken a page but no key. Its split uses the donor's estimate (nothing listed to size a directory from)
+    instead of failing, and the pieces tile the range."""
+    cur = Cursor(KeyRange(id="r", start_after="a/x", end="c", estimate=50_000))
+    assert cur.take([], True, "token") == 0 and not cur.done and cur.first is None
+    given_ = cur.split(4, SplitPolicy(), iter(f"p{i}" for i in range(4)).__next__)
+    assert cur.range == KeyRange(id="r", start_after="a/x", end="b", estimate=25_000)
+    assert given_ == [KeyRange(id="p0", start_after="b", end="c", estimate=25_000)]

@@ -508,8 +508,10 @@ class Cursor:
                 self.dirs_known_upto = found[-1]
 
     def _leaf_size(self, leaf: str) -> tuple[float, float] | None:
-        """(keys left in ``pos``'s directory ``leaf`` after pos, keys it holds), from the keys listed there."""
-        assert self.first is not None and self.pos is not None
+        """(keys left in ``pos``'s directory ``leaf`` after pos, keys it holds), from the keys listed there;
+        None before any key is (a versioned page whose rows are all of one key carried to the next page)."""
+        if self.first is None or self.pos is None:
+            return None
         in_leaf = [k for k in self.sample if k.startswith(leaf)]
         if self.first.startswith(leaf):
             first, objects = self.first, self.objects
