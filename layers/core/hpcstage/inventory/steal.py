@@ -37,6 +37,10 @@ from typing import Any
 from .keys import Alphabet, CodeRun, Interval, char_after, code_run, common_prefix
 from .model import KeyRange
 
+# A remainder estimated as a tree (``Cursor._tree_estimate``): (keys left, of them in pos's directory,
+# [(directory, its keys)]).
+Tree = tuple[float, float, list[tuple[str, float]]]
+
 # Keys kept per stream to learn the alphabet of the key space near its position: the last page's keys,
 # thinned to this many (a page of 1,000 keys already shows every value a position takes near here).
 SAMPLE_KEYS = 64
@@ -362,15 +366,19 @@ class Cursor:
         on, and an estimate that is too low would refuse splits the run needs (an over-estimate costs at most
         one request per cut).
         """
+        return self._estimate(page_keys)[0]
+
+    def _estimate(self, page_keys: int) -> tuple[float | None, Tree | None]:
+        """``remaining_pages`` and the tree it came from (``_tree_estimate``; None: not from a tree)."""
         if self.done:
-            return 0.0
+            return 0.0, None
         if self.first is None or self.pos is None:
-            return None
+            return None, None
         if self._leaf_crossed() is not None:
             tree = self._tree_estimate()
             if tree is not None:
-                return tree[0] / page_keys
-        return self._flat_pages(self.range.end, page_keys)
+                return tree[0] / page_keys, tree
+        return self._flat_pages(self.range.end, page_keys), None
 
     def _flat_pages(self, end: str | None, page_keys: int) -> float | None:
         """The estimate of (pos, end] by interpolation over the keys listed (see ``remaining_pages``)."""
@@ -402,18 +410,19 @@ class Cursor:
             return None
         return objects * (frame.hi_c - at) / read / page_keys
 
-    def _crossing_pages(self, page_keys: int) -> float | None:
+    def _crossing_pages(self, page_keys: int) -> tuple[float | None, Tree | None]:
         """Pages left in a remainder that crosses directories: the estimate from the explored tree, else
-        the donor's (never less than what is left in the directory being listed), else None."""
-        est = self.remaining_pages(page_keys)
+        the donor's (never less than what is left in the directory being listed), else None; and the tree
+        when the estimate came from one."""
+        est, tree = self._estimate(page_keys)
         levels = self._leaf_crossed()
         if est is not None or levels is None:
-            return est
+            return est, tree
         inherited = self.inherited_pages(page_keys)
         if inherited is None:
-            return None
+            return None, None
         leaf = self._leaf_size(levels[-1])
-        return max(inherited, leaf[0] / page_keys) if leaf is not None else inherited
+        return (max(inherited, leaf[0] / page_keys) if leaf is not None else inherited), None
 
     def inherited_pages(self, page_keys: int = 1000) -> float | None:
         """Pages left by the estimate the range came with (its donor's), while the listing has not passed
@@ -478,7 +487,7 @@ class Cursor:
         if levels is None:
             return None
         if policy is not None:
-            est = self._crossing_pages(policy.page_keys)
+            est, _ = self._crossing_pages(policy.page_keys)
             if est is not None and est < 2 * policy.min_split_pages:
                 return None  # split would refuse it anyway
         needed = self._needed_levels(levels)
@@ -541,7 +550,7 @@ class Cursor:
         total = max(float(objects), density * frame.width)
         return max(0.0, total - density * (c_pos - frame.lo_c)), total
 
-    def _tree_estimate(self) -> tuple[float, float, list[tuple[str, float]]] | None:
+    def _tree_estimate(self) -> Tree | None:
         """(keys left, of them in pos's directory, [(directory, its keys)]) for a remainder that crosses
         directories, or None until every level it spans has been explored.
 
@@ -587,7 +596,7 @@ class Cursor:
         """
         if self.done or ways < 2 or not self.pages:
             return []  # nothing read yet: no keys to learn cut points from
-        est = self._crossing_pages(policy.page_keys)
+        est, tree = self._crossing_pages(policy.page_keys)
         known = self._known_dirs()
         if est is not None:
             if est < 2 * policy.min_split_pages and len(known) >= BISECT_DIRS:
@@ -599,8 +608,7 @@ class Cursor:
             if ways < 2:
                 return []
         ways = min(ways, policy.max_ways)
-        tree = self._tree_estimate() if known else None
-        if tree is not None:
+        if tree is not None and known:
             cuts, sizes = _weighted_cuts(tree[1], tree[2], ways)
             return self._give(cuts, sizes, new_id)
         if (
