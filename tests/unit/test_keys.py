@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 from hpcstage.inventory.keys import (
     Alphabet,
     ByteInterval,
@@ -131,3 +133,47 @@ def test_positions_are_characters_so_names_of_wide_characters_line_up() -> None:
     assert coords == sorted(coords) and len(set(coords)) == len(names)
     half = frame.at(0.5)
     assert half is not None and sum(1 for k in names if k <= half) == len(names) // 2
+
+
+def _coord_one_key_at_a_time(alpha: Alphabet, key: str, start: int, n: int) -> int:
+    """The mixed-radix value digit by digit (the definition ``Alphabet.coord`` shortcuts)."""
+    value, mode = 0, 0
+    for p in range(start, start + n):
+        col = alpha.values[p] if p < len(alpha.values) else []
+        r = max(1, len(col))
+        if mode == 0:
+            v = ord(key[p]) if p < len(key) else -1
+            i = bisect.bisect_right(col, v) - 1
+            if i < 0:
+                d, mode = 0, -1
+            else:
+                d = i
+                mode = 1 if col[i] != v else (-1 if v == -1 else 0)
+        else:
+            d = 0 if mode < 0 else r - 1
+        value = value * r + d
+    return value
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.text(alphabet="ab/09é🚀\x01", max_size=12), min_size=1, max_size=20),
+    st.lists(st.text(alphabet="ab/09é🚀\x01z", max_size=14), min_size=1, max_size=8),
+    st.integers(0, 4),
+    st.booleans(),
+)
+def test_a_window_of_positions_learns_what_every_key_added_alone_learns_there(
+    samples: list[str], probes: list[str], start: int, close: bool
+) -> None:
+    whole = Alphabet(close_singletons=close)
+    for k in samples:
+        whole.add(k)
+    window = Alphabet(close_singletons=close)
+    window.add_keys(samples, start, start + 6)
+    for p in range(start, start + 6):
+        w = window.values[p] if p < len(window.values) else []
+        assert w == (whole.values[p] if p < len(whole.values) else [])
+    for probe in probes:
+        expected = _coord_one_key_at_a_time(whole, probe, start, 6)
+        assert whole.coord(probe, start, 6) == expected
+        assert window.coord(probe, start, 6) == expected

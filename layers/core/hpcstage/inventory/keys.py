@@ -14,7 +14,9 @@ increasing order. The arithmetic only decides *where* cuts fall.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+import functools
+import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import AnyStr
 
@@ -166,6 +168,22 @@ def code_run(keys: Sequence[str], start: int) -> CodeRun | None:
     return CodeRun(begin, end, frozenset(alphabet))
 
 
+@functools.lru_cache(maxsize=4096)
+def _closed_column(
+    seen: frozenset[int], close_singletons: bool, code: frozenset[int] | None
+) -> tuple[int, ...]:
+    """A position's values, sorted, closed over ``Alphabet.CLASSES`` and the code's alphabet (``code``: the
+    position is inside the code); the same few columns recur at every split, so they are kept."""
+    closed = set(seen)
+    if code is not None and not seen.isdisjoint(code):
+        closed.update(code)
+    for lo, hi in Alphabet.CLASSES:
+        members = sum(1 for x in seen if lo <= x <= hi)
+        if members >= 2 or (members and close_singletons):
+            closed.update(range(lo, hi + 1))
+    return tuple(sorted(closed))
+
+
 class Alphabet:
     """The characters (code points) seen at each position of sampled keys.
 
@@ -193,67 +211,92 @@ class Alphabet:
         # code (see ``code_run``): positions inside the code the keys end in take its whole alphabet
         self.code = code
         self._seen: list[set[int]] = []
-        self._cols: list[list[int] | None] = []
+        self._cols: list[Sequence[int] | None] = []
+        # (start, n) -> the columns, their radices and suffix products over that window (see ``coord``)
+        self._windows: dict[tuple[int, int], tuple[list[Sequence[int]], list[int], list[int]]] = {}
 
     def add(self, key: str) -> None:
-        seen_l, cols = self._seen, self._cols
-        for p in range(len(key) + 1):
-            v = ord(key[p]) if p < len(key) else END
-            if p == len(seen_l):
-                seen_l.append(set())
-                cols.append(None)
-            seen = seen_l[p]
-            if v not in seen:
-                seen.add(v)
-                cols[p] = None
-            if v == END:
-                break
+        self.add_keys((key,))
 
-    def _col(self, p: int) -> list[int]:
+    def add_keys(self, keys: Iterable[str], start: int = 0, stop: int | None = None) -> None:
+        """Record the values ``keys`` show at positions ``start`` to ``stop`` (default: all of them).
+
+        A coordinate only reads positions from the common prefix of its interval's bounds on
+        (``Interval``), so ``_frame`` records just those: one column at a time, from all the keys at once
+        (the values of the sampled keys at one position are mostly one or two).
+        """
+        keys = tuple(keys)
+        if not keys:
+            return
+        lengths = {len(k) for k in keys}
+        top = max(lengths) + 1  # a key's end marker sits one past its last character
+        if stop is not None:
+            top = min(top, stop)
+        if top <= start:
+            return
+        seen_l, cols = self._seen, self._cols
+        while len(seen_l) < top:
+            seen_l.append(set())
+            cols.append(None)
+        columns = itertools.zip_longest(*(k[start:top] for k in keys))
+        for p in range(start, top):
+            column = next(columns, ())
+            values = {ord(c) for c in set(column) if c is not None}
+            if p in lengths:
+                values.add(END)
+            seen = seen_l[p]
+            if not values <= seen:
+                seen |= values
+                cols[p] = None
+                self._windows.clear()
+
+    def _col(self, p: int) -> Sequence[int]:
         if p >= len(self._seen):
-            return []
+            return ()
         col = self._cols[p]
         if col is None:
-            seen = self._seen[p]
-            closed = set(seen)
             code = self.code
-            if code is not None and code.covers(p) and any(v in code.alphabet for v in seen):
-                closed.update(code.alphabet)
-            for lo, hi in self.CLASSES:
-                members = sum(1 for x in seen if lo <= x <= hi)
-                if members >= 2 or (members and self.close_singletons):
-                    closed.update(range(lo, hi + 1))
-            col = self._cols[p] = sorted(closed)
+            alphabet = code.alphabet if code is not None and code.covers(p) else None
+            col = self._cols[p] = _closed_column(frozenset(self._seen[p]), self.close_singletons, alphabet)
         return col
 
     @property
     def values(self) -> list[list[int]]:
-        return [self._col(p) for p in range(len(self._seen))]
+        return [list(self._col(p)) for p in range(len(self._seen))]
 
     def radix(self, p: int) -> int:
         return max(1, len(self._col(p)))
 
+    def _window(self, start: int, n: int) -> tuple[list[Sequence[int]], list[int], list[int]]:
+        w = self._windows.get((start, n))
+        if w is None:
+            cols = [self._col(p) for p in range(start, start + n)]
+            radices = [max(1, len(c)) for c in cols]
+            # below[i]: the product of the radices after position i (a digit's weight)
+            below = [1] * n
+            for i in range(n - 2, -1, -1):
+                below[i] = below[i + 1] * radices[i + 1]
+            w = self._windows[(start, n)] = (cols, radices, below)
+        return w
+
     def coord(self, key: str, start: int, n: int) -> int:
         """Mixed-radix value of key[start:start+n]; monotone non-decreasing in key order."""
+        cols, radices, below = self._window(start, n)
         value = 0
-        mode = 0  # 0 exact so far, -1 key is below this branch (digits 0), +1 above (digits max)
-        for p in range(start, start + n):
-            r = self.radix(p)
-            if mode == 0:
-                v = ord(key[p]) if p < len(key) else END
-                col = self._col(p)
-                i = bisect.bisect_right(col, v) - 1
-                if i < 0:
-                    d, mode = 0, -1
-                else:
-                    d = i
-                    if col[i] != v:
-                        mode = 1
-                    elif v == END:
-                        mode = -1
-            else:
-                d = 0 if mode < 0 else r - 1
-            value = value * r + d
+        for i in range(n):
+            p = start + i
+            v = ord(key[p]) if p < len(key) else END
+            col = cols[i]
+            j = bisect.bisect_right(col, v) - 1
+            if j < 0:
+                # the key is below every value seen here: the lowest digits from here on
+                return value * radices[i] * below[i]
+            value = value * radices[i] + j
+            if col[j] != v:
+                # above the value seen just below it (and below the next): the highest digits after it
+                return (value + 1) * below[i] - 1
+            if v == END:
+                return value * below[i]
         return value
 
     def key_from(self, value: int, start: int, n: int) -> str:

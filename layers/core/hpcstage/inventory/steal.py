@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .keys import Alphabet, CodeRun, Interval, char_after, code_run, common_prefix
+from .keys import ALPHABET_POSITIONS, Alphabet, CodeRun, Interval, char_after, code_run, common_prefix
 from .model import KeyRange
 
 # A remainder estimated as a tree (``Cursor._tree_estimate``): (keys left, of them in pos's directory,
@@ -202,8 +202,8 @@ def _frame(
 ) -> Interval | None:
     """The interval (lo, hi) in the alphabet learned from ``keys`` and both bounds; None when empty."""
     alphabet = Alphabet(close_singletons=close_singletons, code=code)
-    for k in (*keys, lo, hi):
-        alphabet.add(k)
+    start = len(common_prefix(lo, hi))  # the interval's coordinates read these positions only
+    alphabet.add_keys((*keys, lo, hi), start, start + ALPHABET_POSITIONS)
     try:
         return Interval(lo, hi, alphabet)
     except ValueError:
@@ -308,6 +308,10 @@ class Cursor:
     # The last directory of an answer S3 truncated: above it, directories are not known.
     dirs_known_upto: str | None = None
     est_from: int = 0  # ``objects`` when range.estimate was set (the estimate is of what lay ahead then)
+    # ``_estimate``'s last answer, for the cursor's state then: ``rev`` counts the changes to that state
+    # (a page taken, directories learned, a split), so ``explore`` and ``split`` of one attempt share it
+    rev: int = field(default=0, repr=False, compare=False)
+    _memo: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.pos is None:
@@ -330,6 +334,7 @@ class Cursor:
 
     def take(self, keys: Sequence[str], truncated: bool, next_token: str | None) -> int:
         """Account for one page: how many of its leading keys lie in the range (the rest are past ``end``)."""
+        self.rev += 1
         self.pages += 1
         n = len(keys)
         end = self.range.end
@@ -370,6 +375,14 @@ class Cursor:
 
     def _estimate(self, page_keys: int) -> tuple[float | None, Tree | None]:
         """``remaining_pages`` and the tree it came from (``_tree_estimate``; None: not from a tree)."""
+        state = (self.rev, self.pos, self.done, self.range, page_keys)
+        if self._memo is not None and self._memo[0] == state:
+            return self._memo[1]
+        out = self._estimate_now(page_keys)
+        self._memo = (state, out)
+        return out
+
+    def _estimate_now(self, page_keys: int) -> tuple[float | None, Tree | None]:
         if self.done:
             return 0.0, None
         if self.first is None or self.pos is None:
@@ -507,6 +520,7 @@ class Cursor:
         """Learn the answer to an ``explore`` request: its common prefixes are directories with keys
         (``truncated``: S3 had more to say, so nothing above the last one is known)."""
         level = request.get("Prefix", "")
+        self.rev += 1
         self.explored.add(level)
         if request.get("StartAfter") == level and not truncated:
             self.fanout[level] = len(common_prefixes)
@@ -654,6 +668,7 @@ class Cursor:
             id=self.range.id, start_after=self.range.start_after, end=cuts[0], estimate=int(sizes[0])
         )
         self.est_from = self.objects
+        self.rev += 1
         # The donor may already hold a continuation token past the new end: its next page is cut there.
         if self.pos is not None and self.pos >= cuts[0]:
             self.done = True
