@@ -319,6 +319,8 @@ class Result:
     lambda_gb_s: float = 0.0
     cost: dict[str, float] = field(default_factory=dict)
     min_pace_rate: float = 0.0  # the lowest pacing rate any lister set, requests/s (0: never paced)
+    # per second of the run: [pages answered, 503s, split attempts, splits, directory requests]
+    timeline: list[list[int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -360,6 +362,7 @@ class Sim:
         self.list_end: float | None = None
         self.end: float | None = None
         self.min_rate = math.inf
+        self.tl: dict[int, list[int]] = {}
 
     # -- the event loop ------------------------------------------------------------------------
     def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
@@ -449,6 +452,8 @@ class Sim:
         rp = self.p.retry
         if self.cfg.pace:
             self.paced(node, now, outcome == SLOWDOWN)
+        if outcome == SLOWDOWN:
+            self.tick(1)
         if outcome != OK:
             if attempt + 1 >= rp.max_attempts or node.quota < rp.throttling_retry_cost:
                 res.giveups += 1
@@ -463,6 +468,7 @@ class Sim:
         )
         res.list_requests += 1
         node.pages += 1
+        self.tick(0)
         end_rank = st.end_rank
         n_in = min(r1, end_rank) - r0
         truncated = r1 < self.n
@@ -491,6 +497,13 @@ class Sim:
         pacer.record(now, 1, int(slowdown))
         if pacer.rate is not None:
             self.min_rate = min(self.min_rate, pacer.rate)
+
+    def tick(self, what: int, n: int = 1) -> None:
+        """Count an event in this second of the timeline (see Result.timeline)."""
+        row = self.tl.get(int(self.now))
+        if row is None:
+            row = self.tl[int(self.now)] = [0, 0, 0, 0, 0]
+        row[what] += n
 
     def next_page(self, st: Stream, t: float) -> None:
         self.issue(st, t)
@@ -528,6 +541,7 @@ class Sim:
             return [], 0.0
         self.sync(st)
         self.res.split_attempts += 1
+        self.tick(2)
         node = st.node
         if self.cfg.split_cpu_s:
             node.cpu_free = max(self.now, node.cpu_free) + self.cfg.split_cpu_s
@@ -541,6 +555,7 @@ class Sim:
             self.res.list_requests += 1
             self.res.list_attempts += 1
             self.res.dir_requests += 1
+            self.tick(4)
             delay += (sp.latency_fixed_s + sp.latency_per_key_s * PAGE) * self.lognorm(sp.latency_sigma)
         if delay:
             st.hold = max(st.hold, self.now + delay)
@@ -555,6 +570,7 @@ class Sim:
         if st.end_rank < st.rank:
             raise AssertionError("a split cut below the donor's position")
         self.res.splits += 1
+        self.tick(3)
         return pieces, delay
 
     def maybe_split_local(self, st: Stream) -> None:
@@ -1061,6 +1077,7 @@ class Sim:
         res.objects = self.objects
         res.bytes = self.bytes
         res.min_pace_rate = 0.0 if self.min_rate == math.inf else self.min_rate
+        res.timeline = [self.tl.get(sec, [0, 0, 0, 0, 0]) for sec in range(max(self.tl, default=-1) + 1)]
         # exactness: committed rank intervals tile [0, n) once; counts and bytes agree with the model
         problems = []
         pos = 0

@@ -74,6 +74,14 @@ def test_throttling_is_counted_and_exact() -> None:
     assert res.throttled > 0
     assert 0 < res.min_pace_rate < 20  # paced below the partition rate
     assert res.exact, res.exact_detail
+    # the timeline counts each answered page, 503, split attempt and split in the second it happened
+    pages, slow, attempts, splits, dirs = (sum(col) for col in zip(*res.timeline, strict=True))
+    assert (pages + dirs, slow, attempts, splits) == (
+        res.list_requests,
+        res.throttled,
+        res.split_attempts,
+        res.splits,
+    )
 
 
 def test_static_peer_is_exact() -> None:
