@@ -47,6 +47,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         lease_s=args.lease,
         publish_ways=args.publish_ways,
         memo=args.memo,
+        counter_shards=args.counter_shards,
         split_cpu_s=args.split_cpu,
     )
     paces = [False, True] if args.pace == "both" else [args.pace == "on"]
@@ -158,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         "cap with fewer listers shows the rate control at a fraction of the cost",
     )
     ap.add_argument("--split-cpu", type=float, default=0.0)
+    ap.add_argument(
+        "--counter-shards",
+        type=int,
+        default=1,
+        help="items the fleet's outstanding-range count is spread over (default 1: the meta item, as fleet.py)",
+    )
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")
     ap.add_argument(

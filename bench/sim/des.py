@@ -10,7 +10,10 @@ splits ``wanted + 1`` ways and queues the pieces) in virtual time, for:
 - ``fleet``: a launcher Lambda starts L listers with asynchronous Invoke; each runs K streams over a local
   pool; across listers a DynamoDB store (modelled: latency draws and per-partition capacity) holds open
   ranges in S shards, a sharded hunger counter, leases with their checkpoints, and an outstanding-range
-  counter whose decrement to zero ends the listing (SendTaskSuccess, then the reduce).
+  counter whose decrement to zero ends the listing (SendTaskSuccess, then the reduce). As in fleet.py, a
+  split for the lister's own idle streams goes through the store too: a donate transaction, a claim by the
+  stream that takes the piece, and a finish transaction on the counter (before 2026-11-23 the simulator
+  kept such pieces in memory: no DynamoDB latency, no write on the counter item).
 - ``static``: the peer of 1,000 equal-width byte ranges, one Lambda each, no splitting.
 
 Pages are O(1) in Python: a page is ranks [r0, r1) of the keyspace model. The cursor is given a page only
@@ -80,6 +83,9 @@ class Config:
     kill: float = 0.0  # fraction of listers killed at a uniformly random time in kill_window
     kill_window: tuple[float, float] | None = None  # default: (start-up, start-up + 0.8 x listing floor)
     pace: bool = False  # the listers pace their pages (hpcstage.inventory.pacing.Pacer), as the fleet does
+    # items the outstanding-range counter is spread over (fleet.py: 1, the meta item); a range's count is
+    # kept in the item its id hashes to
+    counter_shards: int = 1
     # platform
     ddb_median_s: float = 0.006
     ddb_sigma: float = 0.3
@@ -363,6 +369,7 @@ class Sim:
         self.end: float | None = None
         self.min_rate = math.inf
         self.tl: dict[int, list[int]] = {}
+        self.local: set[str] = set()  # ids of the pieces a lister split off for its own streams (fleet)
 
     # -- the event loop ------------------------------------------------------------------------
     def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
@@ -586,10 +593,25 @@ class Sim:
         lease = st.lease
         if lease is not None:
             lease.live += len(pieces)
-        if delay:
-            self.at(self.now + delay, self.queue_pieces, node, lease, pieces)
+        t = self.now + delay
+        if self.cfg.mode == "fleet" and lease is not None:
+            # fleet.Lister.give: every piece, a local one too, is donated through the store (one transaction:
+            # the donor's lease, an open item per piece, the outstanding count), then claimed (dispatch)
+            self.local.update(p.id for p in pieces)
+            writes = {lease.part: 2}
+            for p in pieces:
+                for w_ in (self.counter_item(p.id), f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}"):
+                    writes[w_] = writes.get(w_, 0) + 2
+            t = self.ddb(t, "donate_local", writes=writes)
+        if t > self.now:
+            self.at(t, self.queue_pieces, node, lease, pieces)
         else:
             self.queue_pieces(node, lease, pieces)
+
+    def counter_item(self, range_id: str) -> str:
+        """The item holding the outstanding count of a range (Config.counter_shards)."""
+        n = self.cfg.counter_shards
+        return "counter" if n <= 1 else f"counter:{zlib.crc32(range_id.encode()) % n}"
 
     def queue_pieces(self, node: Node, lease: Lease | None, pieces: list[KeyRange]) -> None:
         node.queue.extend((p, lease) for p in pieces)
@@ -599,7 +621,13 @@ class Sim:
         while node.idle and node.queue:
             st = node.idle.popleft()
             piece, lease = node.queue.popleft()
-            self.start_piece(st, piece, lease, t)
+            if piece.id in self.local and lease is not None:
+                # a local piece is claimed like any open range (fleet.Lister._claim_queued)
+                shard = f"shard:{zlib.crc32(piece.id.encode()) % len(self.shards)}"
+                t_claim = self.ddb(t, "claim_local", writes={shard: 2, lease.part: 2})
+                self.start_piece(st, piece, lease, t_claim)
+            else:
+                self.start_piece(st, piece, lease, t)
 
     def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
         node = st.node
@@ -709,6 +737,10 @@ class Sim:
         lease = st.lease
         st.lease = None
         node.idle.append(st)
+        if lease is not None and st.pid in self.local:
+            # fleet.FleetStore.finish: a local piece is a lease of its own, done in one transaction
+            self.local.discard(st.pid)
+            self.ddb(t, "finish_local", writes={lease.part: 2, self.counter_item(st.pid): 2})
         if lease is not None:
             lease.live -= 1
             if lease.live == 0:
@@ -760,7 +792,7 @@ class Sim:
             count = cfg.listers
             ranges = []
             k = cfg.per_lister
-            t = self.ddb(t, "put_root", writes={"shard:0": 2, "counter": 2})
+            t = self.ddb(t, "put_root", writes={"shard:0": 2, self.counter_item("r0"): 2})
             self.shards[0].open.append(KeyRange(id="r0"))
             self.counter = 1
         first = None
@@ -990,10 +1022,13 @@ class Sim:
                 lease = st.lease
                 assert lease is not None
                 lease.live += len(pieces)
-                writes = {"counter": 2, lease.part: 2}
+                writes = {lease.part: 2}
                 for p in pieces:
-                    w = f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}"
-                    writes[w] = writes.get(w, 0) + 2
+                    for w in (
+                        self.counter_item(p.id),
+                        f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}",
+                    ):
+                        writes[w] = writes.get(w, 0) + 2
                 t = self.ddb(self.now + delay, "publish", writes=writes)
                 self.at(t, self.on_publish, node, lease, pieces)
 
@@ -1020,7 +1055,7 @@ class Sim:
 
     # -- completion ----------------------------------------------------------------------------------
     def lease_complete(self, lease: Lease, node: Node, t: float) -> None:
-        t2 = self.ddb(t, "lease_done", writes={lease.part: 2, "counter": 2})
+        t2 = self.ddb(t, "lease_done", writes={lease.part: 2, self.counter_item(lease.root.id or "r0"): 2})
         self.at(t2, self.on_lease_done, lease, node)
 
     def on_lease_done(self, lease: Lease, node: Node) -> None:
