@@ -247,6 +247,8 @@ class Node:
         "pages",
         "scan_step",
         "scan_every",
+        "unrolled",
+        "rolled",
     )
 
     def __init__(self, nid: int, k: int, cpu_per_page: float, quota: int, home: int) -> None:
@@ -272,6 +274,8 @@ class Node:
         self.pages = 0
         self.scan_step = 0
         self.scan_every = 0.25
+        self.unrolled = 0  # sidecars committed since the lister's last roll-up (fleet.Lister.write_rollup)
+        self.rolled = False  # a roll-up of this lister is in the store
 
 
 @dataclass
@@ -325,6 +329,8 @@ class Result:
     lambda_gb_s: float = 0.0
     cost: dict[str, float] = field(default_factory=dict)
     min_pace_rate: float = 0.0  # the lowest pacing rate any lister set, requests/s (0: never paced)
+    rollups: int = 0  # roll-ups the listers wrote (fleet.Lister.write_rollup)
+    reduce_reads: int = 0  # statistics objects the reduce read: a roll-up per lister, the sidecars they miss
     # per second of the run: [pages answered, 503s, split attempts, splits, directory requests]
     timeline: list[list[int]] = field(default_factory=list)
 
@@ -690,6 +696,7 @@ class Sim:
         self.commit(st, final)
         lease.renewed = self.now
         self.res.parts += 1
+        node.unrolled += 1
         if final:
             self.piece_done(st, self.now)
         else:
@@ -751,6 +758,15 @@ class Sim:
     def check_idle(self, node: Node, t: float) -> None:
         mode = self.cfg.mode
         if mode == "fleet":
+            if not node.listing and node.unrolled and node.alive:
+                # fleet.Lister.write_rollup: nothing listing here, so the lister writes its roll-up (a PUT,
+                # then the item naming it; the listing goes on meanwhile)
+                sp = self.p.s3
+                t_put = t + sp.put_latency_s * self.lognorm(sp.latency_sigma)
+                self.ddb(t_put, "rollup", writes={"rollup": 1})
+                node.unrolled = 0
+                node.rolled = True
+                self.res.rollups += 1
             # like fleet.Lister.acquire: any idle stream with nothing queued locally looks for work in the store
             if node.idle and not node.queue:
                 self.claim_poll(node, t)
@@ -1073,7 +1089,10 @@ class Sim:
         t_ok = t + cfg.send_success_s
         get_mean = sp.get_latency_s * math.exp(sp.latency_sigma**2 / 2)
         put_mean = sp.put_latency_s * math.exp(sp.latency_sigma**2 / 2)
-        reduce_s = cfg.reduce_fixed_s + math.ceil(self.res.parts / cfg.reduce_parallel) * get_mean + put_mean
+        # fleet.reduce_run reads each lister's last roll-up and the sidecars no roll-up covers
+        reads = sum(1 for node in self.nodes if node.rolled) + sum(node.unrolled for node in self.nodes)
+        self.res.reduce_reads = reads
+        reduce_s = cfg.reduce_fixed_s + math.ceil(reads / cfg.reduce_parallel) * get_mean + put_mean
         self.end = t_ok + reduce_s
         self.res.phases["list_end"] = t
         self.res.phases["reduce_s"] = reduce_s
@@ -1167,7 +1186,8 @@ class Sim:
             "lambda": gb_s * lp.price_gb_s + (len(self.nodes) + 2) * lp.price_per_request,
             "sfn": transitions * self.p.sfn.price_per_transition,
             "dynamodb": res.ddb_wru * 1.25e-6 + res.ddb_rru * 0.25e-6,
-            "s3_put_get": (res.parts * 2 + 1) * 0.005 / 1000,
+            # PUTs: each part and its sidecar, the roll-ups, the reduce's outputs; GETs: the reduce's reads
+            "s3_put_get": (res.parts * 2 + res.rollups + 1) * 0.005 / 1000 + res.reduce_reads * 0.0004 / 1000,
         }
         res.cost["total"] = sum(res.cost.values())
         res.phases["listers_exited"] = max((nd.ended or 0.0) for nd in self.nodes)

@@ -130,3 +130,19 @@ def test_every_fleet_split_goes_through_the_store_local_ones_too() -> None:
     assert res.splits == calls["donate_local"] + calls["publish"]
     assert calls["claim_local"] == calls["finish_local"]
     assert res.exact, res.exact_detail
+
+
+def test_the_reduce_reads_a_rollup_per_lister_and_the_sidecars_of_dead_listers() -> None:
+    ks = make_any("uniform", 200_000)
+    sim = Sim(ks, Config(mode="fleet", listers=6, per_lister=4), seed=1)
+    res = sim.run()
+    rolled = [n for n in sim.nodes if n.rolled]
+    assert res.reduce_reads == len(rolled) and 0 < len(rolled) <= 6 < res.parts
+    assert res.rollups >= len(rolled) and all(n.unrolled == 0 for n in sim.nodes)
+    # a killed lister writes no last roll-up: the sidecars it committed since are read one by one
+    cfg = Config(mode="fleet", listers=10, per_lister=4, kill=0.3, kill_window=(2.5, 5.0), lease_s=3.0)
+    sim = Sim(ks, cfg, seed=2)
+    res = sim.run()
+    dead = [n for n in sim.nodes if not n.alive]
+    assert len(dead) == 3 and res.exact
+    assert res.reduce_reads == sum(1 for n in sim.nodes if n.rolled) + sum(n.unrolled for n in dead)

@@ -417,3 +417,50 @@ def test_a_donated_piece_carries_its_estimate_to_the_stream_that_claims_it(aws: 
     thief = store.claim(piece[0], "lister-b", 60)
     assert thief is not None and thief.estimate == 4321
     assert {lease.id: lease.estimate for lease in store.leases()} == {"r0": 0, "p1": 4321}
+
+
+def test_the_reduce_reads_each_listers_rollup_instead_of_its_sidecars(aws: tuple[Any, Any]) -> None:
+    s3, ddb = aws
+    objects = shape("hex", 1000, random.Random(11))
+    seed("bkt", objects)
+    cfg = config()
+    summary, _, errors = run_fleet(s3, ddb, cfg, listers=3)
+    assert not errors
+    check_exact(s3, cfg, summary, objects)
+    store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+    sidecars = [k for lease in store.leases() for k in lease.stats]
+    bodies = [
+        json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/{k}")["Body"].read())
+        for k in store.rollups()
+    ]
+    covers = [k for b in bodies for k in b["covers"]]
+    # every lister exited normally: its last roll-up covers every sidecar it committed, each sidecar once
+    assert sorted(covers) == sorted(sidecars) and len(sidecars) > len(bodies) > 0
+    # so the reduce needs no sidecar: without them it counts the same
+    for k in sidecars:
+        s3.delete_object(Bucket=RESULTS, Key=f"{cfg.root}/{k}")
+    again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
+    assert (again["objects"], again["bytes"]) == (summary["objects"], summary["bytes"])
+
+
+def test_a_rollup_that_names_a_sidecar_of_no_lease_or_one_already_covered_is_not_used(
+    aws: tuple[Any, Any],
+) -> None:
+    s3, ddb = aws
+    objects = shape("hot", 800, random.Random(5))
+    seed("bkt", objects)
+    cfg = config()
+    summary, _, errors = run_fleet(s3, ddb, cfg, listers=2)
+    assert not errors
+    store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+    real = store.rollups()[0]
+    body = json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/{real}")["Body"].read())
+    # a copy of a real roll-up under another owner (its sidecars would count twice) and one naming a sidecar
+    # that no lease holds (a segment whose checkpoint never committed)
+    bogus = {"covers": [*body["covers"][:1], "stats/never-committed.json"], "stats": body["stats"]}
+    for owner, b in (("copy", body), ("bogus", bogus)):
+        s3.put_object(Bucket=RESULTS, Key=f"{cfg.root}/rollups/{owner}.json", Body=json.dumps(b).encode())
+        store.put_rollup(owner, f"rollups/{owner}.json", len(b["covers"]))
+    again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
+    keys, total = expected(objects)
+    assert (again["objects"], again["bytes"]) == (summary["objects"], summary["bytes"]) == (len(keys), total)

@@ -33,6 +33,12 @@ The protocol (every write conditional, so a lister that lost a race or its lease
 - **deadline**: near the Lambda's timeout a stream stops at a page boundary; its lease becomes ``done`` with
   ``end = checkpoint`` and the remainder ``(checkpoint, end]`` is put back as a new open range in the same
   transaction (outstanding unchanged). A lease with nothing listed is simply re-opened.
+- **roll-up**: a lister merges the statistics of each segment whose checkpoint committed; when none of its
+  streams is listing, and when it exits, it writes them with the list of sidecars they cover as one object
+  (``rollups/<owner>-<n>.json``) and puts ``pk=run#<run>#rollup, sk=<owner>`` naming its latest one. The
+  reduce merges the roll-ups and reads only the sidecars none covers (a dead lister's last segments, a lister
+  still writing): one GET per lister instead of one per checkpoint. A roll-up naming a sidecar no lease holds,
+  or one another roll-up covered, is not used, so no segment counts twice.
 - **takeover**: an idle lister Queries the lease partition for ``state = leased`` and ``lease_until < now``
   and takes one over with ``SET owner = me, lease_until = ...`` conditioned on ``lease_until`` being the value
   it read; it resumes from the checkpoint. A heartbeat thread renews the leases of a lister's live streams
@@ -347,6 +353,7 @@ class Segment:
     bytes: int = 0
     requests: int = 0
     retries: int = 0
+    stats: Any = field(default=None, repr=False)  # the sidecar's statistics (for the lister's roll-up)
 
     def update_values(self) -> tuple[str, dict[str, Any]]:
         expr = (
@@ -399,6 +406,10 @@ class FleetStore:
     @property
     def hunger_pk(self) -> str:
         return f"run#{self.run}#hunger"
+
+    @property
+    def rollup_pk(self) -> str:
+        return f"run#{self.run}#rollup"
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -587,6 +598,36 @@ class FleetStore:
                 return None
             raise
         return lease
+
+    # roll-ups
+    def put_rollup(self, owner: str, key: str, covers: int) -> None:
+        """Name a lister's latest roll-up (``key`` in the run's output; it covers ``covers`` sidecars)."""
+        self.ddb.put_item(
+            TableName=self.table,
+            Item={
+                "pk": {"S": self.rollup_pk},
+                "sk": {"S": owner},
+                "key": {"S": key},
+                "covers": _n(covers),
+                "expires": self._expires(),
+            },
+        )
+
+    def rollups(self) -> list[str]:
+        """The latest roll-up of every lister that wrote one."""
+        out: list[str] = []
+        kw: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :p",
+            "ExpressionAttributeValues": {":p": {"S": self.rollup_pk}},
+            "ConsistentRead": True,
+        }
+        while True:
+            got = self.ddb.query(**kw)
+            out += [it["key"]["S"] for it in got.get("Items", ())]
+            if "LastEvaluatedKey" not in got:
+                return out
+            kw["ExclusiveStartKey"] = got["LastEvaluatedKey"]
 
     # leases
     def leases(self, *, expired_only: bool = False) -> list[Lease]:
@@ -1042,6 +1083,7 @@ class _Stream:
             seg.stats_key = f"stats/{self.seg_name}.json"
             self.lister.out.put_bytes(seg.stats_key, json.dumps(self.seg_stats.to_dict()).encode())
         seg.objects, seg.bytes = self.seg_stats.objects, self.seg_stats.bytes
+        seg.stats = self.seg_stats
         seg.requests = self.counter.requests - self.committed_requests
         seg.retries = self.counter.retries - self.committed_retries
         self.committed_requests, self.committed_retries = self.counter.requests, self.counter.retries
@@ -1060,7 +1102,9 @@ class _Stream:
         else:
             self.lister.pages_inc()
         if self.seg_pages >= self.lister.cfg.checkpoint_pages:
-            self.lister.store.checkpoint(self.lease, self.close_segment(), self.lister.cfg.lease_seconds)
+            seg = self.close_segment()
+            self.lister.store.checkpoint(self.lease, seg, self.lister.cfg.lease_seconds)
+            self.lister.committed(seg)
 
     def should_stop(self) -> bool:
         lister = self.lister
@@ -1136,6 +1180,14 @@ class Lister:
         self.errors: list[BaseException] = []
         self.ranges_done = 0
         self.given = 0
+        # the roll-up: the statistics of every segment this lister committed, and their sidecars
+        self._roll_lock = threading.Lock()
+        self._rollup = stats_class(self.options.listing.source)(
+            prefix=cfg.prefix, depth=cfg.stats_depth, now=self.started
+        )
+        self._covers: list[str] = []
+        self._rolled = 0  # len(_covers) at the last roll-up written
+        self.rollups_written = 0
 
     # small shared counters
     def pages_inc(self) -> int:
@@ -1155,6 +1207,36 @@ class Lister:
 
     def near_deadline(self) -> bool:
         return self.remaining_ms() < self.cfg.stop_margin_seconds * 1000
+
+    # roll-up
+    def committed(self, seg: Segment) -> None:
+        """A segment's checkpoint is in its lease: its statistics join the lister's roll-up."""
+        if seg.stats_key is None or seg.stats is None:
+            return
+        with self._roll_lock:
+            self._rollup.merge(seg.stats)
+            self._covers.append(seg.stats_key)
+
+    def write_rollup(self) -> None:
+        """Write the roll-up if it covers sidecars the last one did not: one object holding the merged
+        statistics of every segment this lister committed and the sidecars they came from, named in the
+        store. The reduce reads it instead of those sidecars (one GET per lister instead of one per
+        checkpoint: 46,047 sidecars at 1B objects in the simulator, 32 s of reduce at 64 GETs at a time).
+        Called when no stream of the lister is listing and when it exits."""
+        if not self._roll_lock.acquire(blocking=False):
+            return  # another stream writes it
+        try:
+            if len(self._covers) == self._rolled:
+                return
+            covers = list(self._covers)
+            body = {"covers": covers, "stats": self._rollup.to_dict()}
+            self.rollups_written += 1
+            key = f"rollups/{self.owner}-{self.rollups_written:04d}.json"
+            self.out.put_bytes(key, json.dumps(body).encode())
+            self.store.put_rollup(self.owner, key, len(covers))
+            self._rolled = len(covers)
+        finally:
+            self._roll_lock.release()
 
     # wanted / give (the LocalPool protocol, plus remote hunger)
     def wanted(self) -> int:
@@ -1258,6 +1340,8 @@ class Lister:
                 if last_idle:
                     self._set_hungry(False)
                 return lease
+            if not self._active:
+                self.write_rollup()  # nothing listing here: the reduce may start before this lister is busy again
             if not self.finished.is_set():
                 self._set_hungry(True)
                 with self._cv:
@@ -1315,6 +1399,7 @@ class Lister:
         try:
             if res.done:
                 self.store.finish(lease, seg)
+                self.committed(seg)
                 self.ranges_done += 1
                 notify_if_done(self.store, self.sfn)
             elif st.last_key is None or st.last_key == lease.start_after:
@@ -1322,6 +1407,7 @@ class Lister:
             else:
                 remainder = KeyRange(id=self.new_id(), start_after=st.last_key, end=lease.end)
                 self.store.stop_at(lease, seg, st.last_key, remainder)
+                self.committed(seg)
         except LeaseLost:
             self.store.add_meta("orphan_requests", seg.requests)
 
@@ -1360,6 +1446,7 @@ class Lister:
                 if token is not None:
                     send_failure(self.sfn, token, type(err).__name__, str(err))
             raise err  # a crash: no cleanup, the leases expire and are taken over
+        self.write_rollup()
         self._set_hungry(False)
         self.store.add_hunger(self.home, -1, "live")
         meta = self.store.add_meta("live", -1)
@@ -1433,6 +1520,22 @@ def _parallel(fn: Callable[[Any], Any], items: Sequence[Any], workers: int = 64)
         return list(pool.map(fn, items))
 
 
+def _merge_rollups(store: FleetStore, out: Any, sidecars: set[str], merged: Any) -> set[str]:
+    """Merge the listers' roll-ups into ``merged``; the sidecars they cover (the reduce reads the others).
+
+    A roll-up only holds segments whose checkpoint its lister saw committed, so each of its sidecars is in a
+    done lease; one that names a sidecar no lease holds, or one another roll-up already covered, is not used
+    (its sidecars are then read one by one), so no segment is ever counted twice.
+    """
+    covered: set[str] = set()
+    for body in _parallel(lambda k: json.loads(out.get_bytes(k)), store.rollups()):
+        covers = set(body["covers"])
+        if covers <= sidecars and covers.isdisjoint(covered):
+            merged.merge(stats_from_dict(body["stats"]))
+            covered |= covers
+    return covered
+
+
 def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time) -> dict[str, Any]:
     """Every range done and the done pieces tile the key space; then the run's output (runner.finalize:
     manifest.json + Parquet in the S3 Inventory schema, summary.json, report.txt, report.html, ranges.json),
@@ -1458,7 +1561,10 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
     merged = stats_class(VERSIONS if cfg.versions else None)(
         prefix=cfg.prefix, depth=cfg.stats_depth, now=started
     )
-    for st in _parallel(lambda k: stats_from_dict(json.loads(out.get_bytes(k))), keys):
+    covered = _merge_rollups(store, out, set(keys), merged)
+    for st in _parallel(
+        lambda k: stats_from_dict(json.loads(out.get_bytes(k))), [k for k in keys if k not in covered]
+    ):
         merged.merge(st)
     if merged.objects != sum(r.objects for r in results):
         raise IncompleteInventoryError(
