@@ -164,6 +164,25 @@ def complement(root: KeyRange, pieces: Sequence[tuple[str | None, str | None]]) 
     return out
 
 
+# An open-range item's attributes other than its bounds and the donor's directory knowledge (keys, names,
+# estimate, expiry), bytes: a write costs one unit per KB of the item (a delete, per KB of the item deleted).
+OPEN_ITEM_BASE_BYTES = 120
+
+
+def open_item_bytes(p: KeyRange) -> int:
+    """The size of one open-range item (fleet.FleetStore._open_put)."""
+    size = OPEN_ITEM_BASE_BYTES + sum(len(x.encode()) for x in (p.start_after or "", p.end or ""))
+    text = p.known_text()
+    if text is not None:
+        size += len(text.encode()) + len("known")
+    return size
+
+
+def open_item_kb(p: KeyRange) -> int:
+    """Write units of one open-range item: 1 per KB."""
+    return max(1, math.ceil(open_item_bytes(p) / 1024))
+
+
 def _bound(t: tuple[int, str]) -> str | None:
     return None if t[0] != 1 else t[1]
 
@@ -300,6 +319,8 @@ class Result:
     overhead: float = 0.0
     empty_pages: int = 0
     dir_requests: int = 0  # ListObjectsV2 with Delimiter sent to find directories (in list_requests)
+    known_pieces: int = 0  # pieces given with their donor's directory knowledge (steal.Cursor.knowledge)
+    known_dirs: int = 0  # directory names those pieces carried
     split_attempts: int = 0
     splits: int = 0  # successful engine splits (local and published)
     published: int = 0  # ranges published to the fleet
@@ -576,6 +597,10 @@ class Sim:
         if not pieces:
             st.nosplit = True
             return [], delay
+        for p in pieces:
+            if p.known is not None:
+                self.res.known_pieces += 1
+                self.res.known_dirs += len(p.known.dirs)
         if st.cursor.done:
             raise AssertionError("a split left its donor done")
         end = st.cursor.range.end
@@ -606,8 +631,10 @@ class Sim:
             self.local.update(p.id for p in pieces)
             writes = {lease.part: 2}
             for p in pieces:
-                for w_ in (self.counter_item(p.id), f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}"):
-                    writes[w_] = writes.get(w_, 0) + 2
+                counter = self.counter_item(p.id)
+                writes[counter] = writes.get(counter, 0) + 2
+                shard = f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}"
+                writes[shard] = writes.get(shard, 0) + 2 * open_item_kb(p)
             t = self.ddb(t, "donate_local", writes=writes)
         if t > self.now:
             self.at(t, self.queue_pieces, node, lease, pieces)
@@ -630,7 +657,7 @@ class Sim:
             if piece.id in self.local and lease is not None:
                 # a local piece is claimed like any open range (fleet.Lister._claim_queued)
                 shard = f"shard:{zlib.crc32(piece.id.encode()) % len(self.shards)}"
-                t_claim = self.ddb(t, "claim_local", writes={shard: 2, lease.part: 2})
+                t_claim = self.ddb(t, "claim_local", writes={shard: 2 * open_item_kb(piece), lease.part: 2})
                 self.start_piece(st, piece, lease, t_claim)
             else:
                 self.start_piece(st, piece, lease, t)
@@ -872,7 +899,10 @@ class Sim:
             return
         node.claiming = True
         shard = node.home if node.scan_step == 0 else self.rng.randrange(self.cfg.shards)
-        self.at(self.ddb(t, "query_open", reads={f"shard:{shard}": 1}), self.on_query, node, shard)
+        # a Query reads 1 unit per 4 KB of the items it returns (Limit 10)
+        size = sum(open_item_bytes(p) for p in self.shards[shard].open[:10])
+        reads = {f"shard:{shard}": max(1, math.ceil(size / 4096))}
+        self.at(self.ddb(t, "query_open", reads=reads), self.on_query, node, shard)
 
     def on_query(self, node: Node, shard: int) -> None:
         if not node.alive:
@@ -893,7 +923,8 @@ class Sim:
             pick = self.rng.choice(items)
             lid = len(self.leases)
             part = f"lease:{(lid * 2654435761) % 256}"
-            writes = {f"shard:{shard}": 4, part: 2}
+            # the transactional delete of the open item costs 2 units per KB of it
+            writes = {f"shard:{shard}": 2 + 2 * open_item_kb(pick), part: 2}
             if node.hungry:
                 writes[f"shard:{node.home}"] = writes.get(f"shard:{node.home}", 0) + 2
             node.claiming = True
@@ -1040,11 +1071,10 @@ class Sim:
                 lease.live += len(pieces)
                 writes = {lease.part: 2}
                 for p in pieces:
-                    for w in (
-                        self.counter_item(p.id),
-                        f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}",
-                    ):
-                        writes[w] = writes.get(w, 0) + 2
+                    counter = self.counter_item(p.id)
+                    writes[counter] = writes.get(counter, 0) + 2
+                    w = f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}"
+                    writes[w] = writes.get(w, 0) + 2 * open_item_kb(p)
                 t = self.ddb(self.now + delay, "publish", writes=writes)
                 self.at(t, self.on_publish, node, lease, pieces)
 

@@ -464,3 +464,37 @@ def test_a_rollup_that_names_a_sidecar_of_no_lease_or_one_already_covered_is_not
     again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
     keys, total = expected(objects)
     assert (again["objects"], again["bytes"]) == (summary["objects"], summary["bytes"]) == (len(keys), total)
+
+
+def test_a_donated_piece_carries_its_donors_directory_knowledge_to_the_thief(aws: tuple[Any, Any]) -> None:
+    """What the donor knew of the directories inside a piece travels as an attribute of the open item to the
+    thief's lease and cursor (steal.Cursor.knowledge); a lease taken over restarts without it."""
+    from hpcstage.inventory.model import DirKnowledge
+    from hpcstage.inventory.steal import Cursor
+
+    _, ddb = aws
+    store = fleet.FleetStore(ddb, TABLE, "run-known")
+    assert store.create("tok", [KeyRange(id="r0")], "now")
+    donor = store.claim(store.open_ranges(fleet._shard("r0", fleet.OPEN_SHARDS), 10)[0], "lister-a", 60)
+    assert donor is not None
+    start = "ev/year=2022/month=02/"
+    known = DirKnowledge(
+        levels=("", "ev/", "ev/year=2022/"),
+        fanout=(("ev/", 3), ("ev/year=2022/", 12)),
+        dirs=("ev/year=2022/month=03/", "ev/year=2022/month=04/", 'ev/year=2022/month=05 "ü"\n/'),
+    )
+    store.donate(donor, [KeyRange(id="p1", start_after=start, end="ev/year=2023/", estimate=7, known=known)])
+    raw = ddb.get_item(
+        TableName=TABLE,
+        Key={"pk": {"S": store.open_pk(fleet._shard("p1", fleet.OPEN_SHARDS))}, "sk": {"S": "p1"}},
+    )
+    assert len(raw["Item"]["known"]["S"].encode()) < 150  # front-coded: a fraction of a write unit
+    piece = store.open_ranges(fleet._shard("p1", fleet.OPEN_SHARDS), 10)
+    assert [(r.start_after, r.end, r.known) for r in piece] == [(start, "ev/year=2023/", known)]
+    thief = store.claim(piece[0], "lister-b", 60)
+    assert thief is not None and thief.known == known
+    cur = Cursor(KeyRange(id="p1", start_after=start, end="ev/year=2023/", known=thief.known))
+    assert cur.explored == {"", "ev/", "ev/year=2022/"} and cur.fanout == dict(known.fanout)
+    assert cur.dir_cuts == sorted(known.dirs)
+    # the lease item does not keep it: a takeover (from the item) starts with nothing, never wrong
+    assert {lease.id: lease.known for lease in store.leases()} == {"r0": None, "p1": None}

@@ -98,7 +98,7 @@ from ..inputs import validate
 from ..s3util import AccessOptions, RequestCounter, access_summary, as_page
 from .directory import DIRECTORY_SUFFIX
 from .lister import ListOptions, list_range
-from .model import KeyRange, PartFile, ShardResult
+from .model import DirKnowledge, KeyRange, PartFile, ShardResult
 from .output import S3Store, hive_ddl, hive_root, latest_key, latest_run, record_latest_run, run_root
 from .pacing import Pacer
 from .report import execution_summary
@@ -308,6 +308,9 @@ class Lease:
     stats: list[str] = field(default_factory=list)
     given: int = 0
     estimate: int = 0  # keys the donor estimated the range to hold when it was split off (0: unknown)
+    # what the donor knew of the directories inside the range (from its open item; the lease item does not
+    # keep it: a lease taken over restarts without it, and asks S3 itself)
+    known: DirKnowledge | None = None
 
     @classmethod
     def from_item(cls, it: dict[str, Any]) -> Lease:
@@ -418,17 +421,21 @@ class FleetStore:
         return _n(self.clock() + RUN_TTL_S)
 
     def _open_put(self, r: KeyRange) -> dict[str, Any]:
+        item = {
+            "pk": {"S": self.open_pk(_shard(r.id, OPEN_SHARDS))},
+            "sk": {"S": r.id},
+            "start_after": _s(r.start_after),
+            "end": _s(r.end),
+            "estimate": _n(r.estimate),
+            "expires": self._expires(),
+        }
+        known = r.known_text()  # compact (model.DirKnowledge.encode): a write costs a unit per KB
+        if known is not None:
+            item["known"] = {"S": known}
         return {
             "Put": {
                 "TableName": self.table,
-                "Item": {
-                    "pk": {"S": self.open_pk(_shard(r.id, OPEN_SHARDS))},
-                    "sk": {"S": r.id},
-                    "start_after": _s(r.start_after),
-                    "end": _s(r.end),
-                    "estimate": _n(r.estimate),
-                    "expires": self._expires(),
-                },
+                "Item": item,
                 "ConditionExpression": "attribute_not_exists(pk)",
             }
         }
@@ -543,19 +550,30 @@ class FleetStore:
         out = []
         for raw in got.get("Items", []):
             it = _item(raw)
+            start_after = it.get("start_after")
+            known = it.get("known")
             out.append(
                 KeyRange(
                     id=str(it["sk"]),
-                    start_after=it.get("start_after"),
+                    start_after=start_after,
                     end=it.get("end"),
                     estimate=int(it.get("estimate", 0)),
+                    known=DirKnowledge.decode(known, start_after)
+                    if known and start_after is not None
+                    else None,
                 )
             )
         return out
 
     def claim(self, r: KeyRange, owner: str, lease_s: float) -> Lease | None:
         lease = Lease(
-            r.id, r.start_after, r.end, owner, self.now_ms() + int(lease_s * 1000), estimate=r.estimate
+            r.id,
+            r.start_after,
+            r.end,
+            owner,
+            self.now_ms() + int(lease_s * 1000),
+            estimate=r.estimate,
+            known=r.known,
         )
         try:
             self.ddb.transact_write_items(
@@ -815,7 +833,10 @@ class FleetStore:
                         "ExpressionAttributeValues": values,
                     }
                 },
-                self._open_put(KeyRange(id=lease.id, start_after=lease.start_after, end=lease.end)),
+                # the donor's knowledge still holds: the range is the same or shorter (a donation lowers end)
+                self._open_put(
+                    KeyRange(id=lease.id, start_after=lease.start_after, end=lease.end, known=lease.known)
+                ),
                 self._meta_add("orphan_requests", extra_requests),
             ],
         )
@@ -1374,7 +1395,10 @@ class Lister:
         # the donor's estimate of the range, less what earlier owners listed of it (the split decisions
         # use it until the stream has listed enough to estimate for itself: steal.Cursor.inherited_pages)
         left = max(0, lease.estimate - lease.objects) if lease.estimate else 0
-        rng = KeyRange(id=lease.id, start_after=resume, end=lease.end, estimate=left)
+        # the donor's knowledge of the directories, for a range claimed as it was published (its facts hold
+        # in a range shortened by this stream's own donations too)
+        known = lease.known if resume == lease.start_after else None
+        rng = KeyRange(id=lease.id, start_after=resume, end=lease.end, estimate=left, known=known)
         try:
             res = list_range(
                 self.source_s3,

@@ -2,8 +2,63 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+
+@dataclass(frozen=True)
+class DirKnowledge:
+    """What a donor knew of the directories inside a range it gave away (``steal.Cursor.knowledge``).
+
+    Every fact holds inside the range ``(start_after, end]`` it travels with:
+    - ``levels``: directories (each a prefix of ``start_after``) whose subdirectories inside the range are
+      all in ``dirs`` (a Delimiter request answered for them, not truncated inside the range);
+    - ``fanout``: (level, how many subdirectories it holds in all), for levels asked from their start;
+    - ``dirs``: directories (common prefixes S3 named) strictly inside the range, sorted.
+    """
+
+    levels: tuple[str, ...] = ()
+    fanout: tuple[tuple[str, int], ...] = ()
+    dirs: tuple[str, ...] = ()
+
+    def encode(self, start_after: str) -> str:
+        """A compact JSON string: levels and fan-outs as lengths of prefixes of ``start_after`` (they are
+        its prefixes), directories front-coded (each as the length it shares with the one before, and the
+        rest), so that a DynamoDB item carrying it stays about as small as the directory names' tails."""
+        prev = ""
+        dirs = []
+        for d in self.dirs:
+            n = 0
+            while n < min(len(prev), len(d)) and prev[n] == d[n]:
+                n += 1
+            dirs.append([n, d[n:]])
+            prev = d
+        out = {
+            "l": [len(level) for level in self.levels],
+            "f": [[len(level), n] for level, n in self.fanout],
+            "d": dirs,
+        }
+        for level in (*self.levels, *(level for level, _ in self.fanout)):
+            if not start_after.startswith(level):
+                raise ValueError(
+                    f"directory level {level!r} is not a prefix of the range start {start_after!r}"
+                )
+        return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def decode(cls, text: str, start_after: str) -> DirKnowledge:
+        d = json.loads(text)
+        dirs: list[str] = []
+        prev = ""
+        for n, rest in d.get("d", []):
+            prev = prev[: int(n)] + rest
+            dirs.append(prev)
+        return cls(
+            levels=tuple(start_after[: int(n)] for n in d.get("l", [])),
+            fanout=tuple((start_after[: int(n)], int(c)) for n, c in d.get("f", [])),
+            dirs=tuple(dirs),
+        )
 
 
 @dataclass(frozen=True)
@@ -17,12 +72,22 @@ class KeyRange:
     start_after: str | None = None
     end: str | None = None
     estimate: int = 0
+    # what the donor knew of the directories inside the range (None: nothing; a range with no start has none)
+    known: DirKnowledge | None = None
 
     def contains(self, key: str) -> bool:
         return (self.start_after is None or key > self.start_after) and (self.end is None or key <= self.end)
 
+    def known_text(self) -> str | None:
+        """``known`` encoded (``DirKnowledge.encode``), or None."""
+        if self.known is None or self.start_after is None:
+            return None
+        return self.known.encode(self.start_after)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The range without ``known``: results and Step Functions payloads name ranges, they do not hand
+        them to a thief (pieces travel in memory, pickled, or as fleet items: fleet.FleetStore._open_put)."""
+        return {"id": self.id, "start_after": self.start_after, "end": self.end, "estimate": self.estimate}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> KeyRange:

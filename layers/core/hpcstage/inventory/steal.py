@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .keys import ALPHABET_POSITIONS, Alphabet, CodeRun, Interval, char_after, code_run, common_prefix
-from .model import KeyRange
+from .model import DirKnowledge, KeyRange
 
 # A remainder estimated as a tree (``Cursor._tree_estimate``): (keys left, of them in pos's directory,
 # [(directory, its keys)]).
@@ -97,6 +97,12 @@ def _class_values(c: tuple[int, int]) -> list[int]:
 # split, one level each (see ``Cursor.explore``); levels still unasked are asked at the next split.
 MAX_EXPLORE = 3
 DIR_DELIMITER = "/"
+# A piece carries what its donor knew of the directories inside it (``Cursor.knowledge``), so its thief does
+# not ask S3 again: at most this many directory names. A donor cuts the directories it knows into at most
+# ``SplitPolicy.max_ways`` pieces, and S3 names at most 1,000 a request, so a piece rarely holds more; one that
+# does carries nothing and its thief asks itself (a sample would leave gaps, and a level whose directories are
+# not all known must not be taken as asked).
+MAX_KNOWN_DIRS = 64
 
 # A remainder that holds at least this many directories S3 named is cut in two at the middle one even when
 # its estimate is below the split threshold. The estimate sizes a directory nobody listed like the one being
@@ -307,6 +313,8 @@ class Cursor:
     fanout: dict[str, int] = field(default_factory=dict)
     # The last directory of an answer S3 truncated: above it, directories are not known.
     dirs_known_upto: str | None = None
+    # The same, level by level (level -> the last directory S3 named of it), for ``knowledge``.
+    level_upto: dict[str, str] = field(default_factory=dict)
     est_from: int = 0  # ``objects`` when range.estimate was set (the estimate is of what lay ahead then)
     # ``_estimate``'s last answer, for the cursor's state then: ``rev`` counts the changes to that state
     # (a page taken, directories learned, a split), so ``explore`` and ``split`` of one attempt share it
@@ -316,6 +324,12 @@ class Cursor:
     def __post_init__(self) -> None:
         if self.pos is None:
             self.pos = self.range.start_after
+        known = self.range.known
+        if known is not None and self.range.start_after is not None:
+            # the donor's answers, true inside this range: as if this cursor had asked them itself
+            self.explored.update(known.levels)
+            self.fanout.update(known.fanout)
+            self.dir_cuts = sorted({*self.dir_cuts, *known.dirs})
 
     @property
     def end(self) -> str | None:
@@ -525,10 +539,43 @@ class Cursor:
         if request.get("StartAfter") == level and not truncated:
             self.fanout[level] = len(common_prefixes)
         found = [p for p in common_prefixes if p.startswith(self.prefix) and p > (self.pos or "")]
+        if truncated:
+            # nothing of this level past the last name is known (if it named none after pos: nothing after pos)
+            self.level_upto[level] = common_prefixes[-1] if common_prefixes else (self.pos or "")
         if found:
             self.dir_cuts = sorted({*self.dir_cuts, *found})
             if truncated and (self.dirs_known_upto is None or found[-1] > self.dirs_known_upto):
                 self.dirs_known_upto = found[-1]
+
+    def knowledge(self, start_after: str | None, end: str | None) -> DirKnowledge | None:
+        """What this cursor knows of the directories inside ``(start_after, end]``, a piece of its remainder
+        it gives away (None: nothing worth carrying).
+
+        A level counts when its directories inside the piece are all known: it holds the piece's start (a
+        level that does not lies wholly below the piece, as every level asked holds some earlier ``pos``), and
+        its answer was not truncated before the piece's end. Its fan-out holds wherever it is used. The
+        directories are those named strictly inside the piece; more than ``MAX_KNOWN_DIRS`` carry nothing.
+        """
+        if start_after is None:
+            return None  # the whole key space from its start: nothing was asked below it
+        levels = []
+        for level in sorted(self.explored):
+            if not start_after.startswith(level):
+                continue
+            upto = self.level_upto.get(level)
+            if upto is not None and (end is None or upto < end):
+                continue
+            levels.append(level)
+        if not levels:
+            return None
+        i = bisect.bisect_right(self.dir_cuts, start_after)
+        j = len(self.dir_cuts) if end is None else bisect.bisect_left(self.dir_cuts, end)
+        if j - i > MAX_KNOWN_DIRS:
+            return None
+        fanout = tuple(
+            (level, n) for level, n in sorted(self.fanout.items()) if start_after.startswith(level)
+        )
+        return DirKnowledge(levels=tuple(levels), fanout=fanout, dirs=tuple(self.dir_cuts[i:j]))
 
     def _leaf_size(self, leaf: str) -> tuple[float, float] | None:
         """(keys left in ``pos``'s directory ``leaf`` after pos, keys it holds), from the keys listed there;
@@ -661,7 +708,7 @@ class Cursor:
             return []
         bounds = [*cuts, self.range.end]
         given = [
-            KeyRange(id=str(new_id()), start_after=a, end=b, estimate=int(n))
+            KeyRange(id=str(new_id()), start_after=a, end=b, estimate=int(n), known=self.knowledge(a, b))
             for (a, b), n in zip(itertools.pairwise(bounds), sizes[1:], strict=True)
         ]
         self.range = KeyRange(

@@ -1,0 +1,247 @@
+"""A piece carries what its donor knew of the directories inside it (steal.Cursor.knowledge), so its thief
+asks S3 about fewer directories; every carried fact is true of the piece (checked against brute force)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import pickle
+import random
+from collections import deque
+from typing import Any
+
+from fakes import FakeS3
+from hpcstage.inventory.model import DirKnowledge, KeyRange
+from hpcstage.inventory.steal import MAX_KNOWN_DIRS, Cursor, SplitPolicy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+POLICY = SplitPolicy(min_split_pages=2, page_keys=100)
+
+
+def dated_keys() -> list[str]:
+    """events/year=Y/month=MM/day=DD/part-<hex>.gz: 3 years x 12 months x 28 days x 20 keys."""
+    rng = random.Random(7)
+    return sorted(
+        f"events/year={y}/month={m:02d}/day={d:02d}/part-{rng.getrandbits(32):08x}.gz"
+        for y in (2022, 2023, 2024)
+        for m in range(1, 13)
+        for d in range(1, 29)
+        for _ in range(20)
+    )
+
+
+def explore_and_split(cur: Cursor, s3: FakeS3, ways: int, ids: Any) -> tuple[list[KeyRange], int]:
+    """One split attempt as lister.list_range makes it: directory requests first; (pieces, requests sent)."""
+    sent = 0
+    for _ in range(3):
+        q = cur.explore(ways, POLICY)
+        if q is None:
+            break
+        resp = s3.list_objects_v2(Bucket="bkt", **q)
+        cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
+        sent += 1
+    return cur.split(ways, POLICY, ids), sent
+
+
+def list_all(s3: FakeS3, seeds: list[KeyRange], *, carry: bool, ways: int = 4) -> tuple[list[str], int, int]:
+    """Streams one after another: each lists a range a page at a time and, after its first page, splits once
+    (a thief arriving); its pieces are queued for later streams. ``carry=False`` strips the donor's knowledge
+    from every piece (as before pieces carried it). Returns (keys listed, directory requests, pieces)."""
+    queue = deque(seeds)
+    listed: list[str] = []
+    dir_requests = pieces = 0
+    ids = (f"p{i}" for i in itertools.count()).__next__
+    while queue:
+        cur = Cursor(queue.popleft())
+        split_done = False
+        while not cur.done:
+            resp = s3.list_objects_v2(Bucket="bkt", **cur.request(100))
+            keys = [o["Key"] for o in resp.get("Contents", [])]
+            n = cur.take(keys, resp["IsTruncated"], resp.get("NextContinuationToken"))
+            listed += keys[:n]
+            if not split_done and not cur.done:
+                split_done = True
+                given_, sent = explore_and_split(cur, s3, ways, ids)
+                dir_requests += sent
+                pieces += len(given_)
+                queue.extend(given_ if carry else [dataclasses.replace(g, known=None) for g in given_])
+    return listed, dir_requests, pieces
+
+
+def test_a_thief_with_its_donors_knowledge_asks_fewer_directories_and_lists_the_same_keys() -> None:
+    keys = dated_keys()
+    s3 = FakeS3(keys)
+    with_k, dirs_with, _ = list_all(s3, [KeyRange(id="r0")], carry=True)
+    without, dirs_without, _ = list_all(s3, [KeyRange(id="r0")], carry=False)
+    assert sorted(with_k) == sorted(without) == keys  # every key, both ways
+    assert len(with_k) == len(without) == len(keys)  # and once
+    # the thieves knew the years and months their donors asked about: each asks only for the days of the
+    # month it starts in (the splits differ too: a thief that knows every level cuts by the tree estimate
+    # at once, where one that asks is held to MAX_EXPLORE requests per split)
+    assert (dirs_with, dirs_without) == (28, 125)
+
+
+def test_a_piece_knows_the_levels_its_donor_asked_about_that_hold_it() -> None:
+    keys = dated_keys()
+    s3 = FakeS3(keys)
+    cur = Cursor(KeyRange(id="r"))
+    cur.take(keys[:100], True, "t")  # 2022/01/01 .. 2022/01/05
+    given_, sent = explore_and_split(cur, s3, 8, iter(f"p{i}" for i in range(8)).__next__)
+    assert sent == 3  # "" from pos, then events/ and events/year=2022/ from their start (MAX_EXPLORE)
+    assert [g.start_after for g in given_] == [
+        *(f"events/year=2022/month={m:02d}/" for m in (2, 3, 5, 7, 9, 11)),
+        "events/year=2023/",
+    ]
+    # the levels that hold each piece's start; their fan-outs; the directories strictly inside it
+    year = DirKnowledge(
+        levels=("", "events/", "events/year=2022/"),
+        fanout=(("events/", 3), ("events/year=2022/", 12)),
+        dirs=(),
+    )
+    assert given_[0].known == year
+    assert given_[1].known == dataclasses.replace(year, dirs=("events/year=2022/month=04/",))
+    assert given_[-1].known == DirKnowledge(
+        levels=("", "events/"), fanout=(("events/", 3),), dirs=("events/year=2024/",)
+    )
+    # the thief of (month=02/, month=03/] starts as if it had asked those levels: after its first page only
+    # the month it is in is new to it (asked from its start, for its fan-out); without them it would first
+    # ask about the months again
+    start = next(i for i, k in enumerate(keys) if k > "events/year=2022/month=02/")
+    month = {
+        "Delimiter": "/",
+        "MaxKeys": 1000,
+        "StartAfter": "events/year=2022/month=02/",
+        "Prefix": "events/year=2022/month=02/",
+    }
+    thief = Cursor(given_[0])
+    thief.take(keys[start : start + 100], True, "t")
+    assert thief.explore(4, POLICY) == month
+    bare = Cursor(dataclasses.replace(given_[0], known=None))
+    bare.take(keys[start : start + 100], True, "t")
+    assert bare.explore(4, POLICY) == {
+        "Delimiter": "/",
+        "MaxKeys": 1000,
+        "StartAfter": keys[start + 99],
+        "Prefix": "events/year=2022/",
+    }
+
+
+def brute_dirs(keys: list[str], level: str) -> set[str]:
+    """The directories directly under ``level``, from the keys."""
+    out = set()
+    for k in keys:
+        if k.startswith(level) and (j := k.find("/", len(level))) >= 0:
+            out.add(k[: j + 1])
+    return out
+
+
+tree_key = st.builds(
+    lambda a, b, c: f"{a}/{b}/{c}",
+    st.sampled_from(["a", "b=1", "ü", "中", "z z", "y"]),
+    st.integers(0, 30).map(lambda i: f"m{i:02d}"),
+    st.integers(0, 10**6).map(lambda i: f"{i:06x}"),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    keys=st.lists(tree_key, min_size=20, max_size=400, unique=True),
+    taken=st.integers(2, 40),
+    ways=st.integers(2, 16),
+    end_at=st.one_of(st.none(), st.integers(0, 399)),
+)
+def test_carried_facts_are_true_of_the_piece(
+    keys: list[str], taken: int, ways: int, end_at: int | None
+) -> None:
+    keys = sorted(keys)
+    s3 = FakeS3(keys)
+    end = None if end_at is None or end_at <= taken else keys[min(end_at, len(keys) - 1)]
+    cur = Cursor(KeyRange(id="r", end=end))
+    cur.take(keys[:taken], True, "t")
+    policy = SplitPolicy(min_split_pages=0.01, page_keys=100)
+    for _ in range(3):
+        q = cur.explore(ways, policy)
+        if q is None:
+            break
+        resp = s3.list_objects_v2(Bucket="bkt", **{**q, "MaxKeys": 3})  # small answers: truncation too
+        cur.take_dirs(
+            {**q, "MaxKeys": 3}, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"]
+        )
+    for piece in cur.split(ways, policy, iter(f"p{i}" for i in range(16)).__next__):
+        known = piece.known
+        if known is None:
+            continue
+        a, b = piece.start_after, piece.end
+        assert a is not None
+        assert len(known.dirs) <= MAX_KNOWN_DIRS
+        assert list(known.dirs) == sorted(set(known.dirs))
+        # every carried directory lies strictly inside the piece and is a real directory
+        real = {d for level in {"", *brute_dirs(keys, "")} for d in brute_dirs(keys, level)}
+        for d in known.dirs:
+            assert a < d and (b is None or d < b)
+            assert d in real
+        # a carried level holds the piece's start, and all its directories inside the piece are carried
+        for level in known.levels:
+            assert a.startswith(level)
+            inside = {d for d in brute_dirs(keys, level) if a < d and (b is None or d < b)}
+            assert inside <= set(known.dirs)
+        for level, n in known.fanout:
+            assert a.startswith(level) and n == len(brute_dirs(keys, level))
+
+
+def test_a_truncated_answer_is_carried_only_where_it_covers_the_piece() -> None:
+    """5,000 top-level directories: S3 names 1,000 after pos. A piece that ends before the last one named
+    knows the level; one past it does not (its thief asks itself)."""
+    tenants = sorted(f"{random.Random(i).getrandbits(32):08x}/" for i in range(5000))
+    keys = [f"{t}f{j}" for t in tenants for j in range(3)]
+    s3 = FakeS3(keys)
+    cur = Cursor(KeyRange(id="r"))
+    cur.take(keys[:100], True, "t")
+    resp = s3.list_objects_v2(
+        Bucket="bkt", **(q := cur.explore(16, SplitPolicy(min_split_pages=1, page_keys=100)))
+    )
+    assert q is not None and resp["IsTruncated"]
+    cur.take_dirs(q, [p["Prefix"] for p in resp["CommonPrefixes"]], True)
+    upto = tenants[1032]
+    assert cur.level_upto == {"": upto}
+    inside = cur.knowledge(tenants[100], tenants[140])
+    assert inside == DirKnowledge(levels=("",), fanout=(), dirs=tuple(tenants[101:140]))
+    assert cur.knowledge(tenants[1000], tenants[1040]) is None  # the level is not known up to its end
+    assert cur.knowledge(tenants[100], tenants[100 + MAX_KNOWN_DIRS + 2]) is None  # too many to carry
+    assert len(cur.knowledge(tenants[100], tenants[100 + MAX_KNOWN_DIRS + 1]).dirs) == MAX_KNOWN_DIRS  # type: ignore[union-attr]
+
+
+hostile = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), max_codepoint=0x10FFFF), min_size=0, max_size=12
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    start=st.lists(hostile, min_size=1, max_size=4),
+    dirs=st.lists(hostile, max_size=10),
+    counts=st.lists(st.integers(0, 10**6), max_size=4),
+)
+def test_knowledge_round_trips_through_its_encoding_and_pickling(
+    start: list[str], dirs: list[str], counts: list[int]
+) -> None:
+    start_after = "/".join(start) + "/k\n\"'"
+    levels = tuple(start_after[: i + 1] for i, c in enumerate(start_after) if c == "/")
+    known = DirKnowledge(
+        levels=("", *levels),
+        fanout=tuple(zip(levels, counts, strict=False)),
+        dirs=tuple(sorted({start_after + d + "/" for d in dirs})),
+    )
+    text = known.encode(start_after)
+    assert DirKnowledge.decode(text, start_after) == known
+    piece = KeyRange(id="p", start_after=start_after, end=None, estimate=5, known=known)
+    assert pickle.loads(pickle.dumps(piece)) == piece  # procs.py sends pieces pickled
+    assert piece.known_text() == text
+
+
+def test_a_level_that_is_not_a_prefix_of_the_start_is_refused() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="not a prefix"):
+        DirKnowledge(levels=("b/",)).encode("a/x")
