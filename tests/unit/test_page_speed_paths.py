@@ -62,6 +62,14 @@ def s3_encode(key: str) -> str:
         ["".join(f"%{b:02X}" for b in range(128, 256))],  # more distinct escapes than are replaced
         ["plain", "keys/only"],
         ["spaces+only"],
+        # quoted-printable's traps (the ASCII path decodes with binascii.a2b_qp): a literal '=' or "=3D",
+        # '=' next to an escape, a soft line break after a stray '%' ("%\r", "%" before the joining
+        # newline), the "==" case
+        ["a=b%3Dc", "=3D", "==", "%3D%3d="],
+        ["%=41", "%%3D", "x=%41="],
+        ["a%\rb%41", "c"],
+        ["ends%", "%41starts"],
+        ["a%0A", "%0Ab"],  # escaped newlines only: the joined page cannot be split back
     ],
 )
 def test_unquote_plus_keys_equals_urllib_key_by_key(keys: list[str]) -> None:
@@ -72,7 +80,9 @@ def test_unquote_plus_keys_equals_urllib_key_by_key(keys: list[str]) -> None:
 @given(
     st.lists(
         st.text(
-            alphabet=st.sampled_from(["%", "+", "2", "5", "4", "1", "A", "a", "f", "G", "0", " ", "ü", "\n"])
+            alphabet=st.sampled_from(
+                ["%", "+", "2", "5", "4", "1", "A", "a", "f", "G", "0", "3", "D", "=", " ", "ü", "\n", "\r"]
+            )
         ),
         min_size=1,
         max_size=6,
