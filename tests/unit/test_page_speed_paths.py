@@ -62,6 +62,14 @@ def s3_encode(key: str) -> str:
         ["".join(f"%{b:02X}" for b in range(128, 256))],  # more distinct escapes than are replaced
         ["plain", "keys/only"],
         ["spaces+only"],
+        # quoted-printable's traps (the ASCII path decodes with binascii.a2b_qp): a literal '=' or "=3D",
+        # '=' next to an escape, a soft line break after a stray '%' ("%\r", "%" before the joining
+        # newline), the "==" case
+        ["a=b%3Dc", "=3D", "==", "%3D%3d="],
+        ["%=41", "%%3D", "x=%41="],
+        ["a%\rb%41", "c"],
+        ["ends%", "%41starts"],
+        ["a%0A", "%0Ab"],  # escaped newlines only: the joined page cannot be split back
     ],
 )
 def test_unquote_plus_keys_equals_urllib_key_by_key(keys: list[str]) -> None:
@@ -72,7 +80,9 @@ def test_unquote_plus_keys_equals_urllib_key_by_key(keys: list[str]) -> None:
 @given(
     st.lists(
         st.text(
-            alphabet=st.sampled_from(["%", "+", "2", "5", "4", "1", "A", "a", "f", "G", "0", " ", "ü", "\n"])
+            alphabet=st.sampled_from(
+                ["%", "+", "2", "5", "4", "1", "A", "a", "f", "G", "0", "3", "D", "=", " ", "ü", "\n", "\r"]
+            )
         ),
         min_size=1,
         max_size=6,
@@ -276,3 +286,62 @@ def test_stats_shortcuts_count_what_a_row_by_row_count_gives(shape: str, prefix:
 def test_bit_length_matches_python() -> None:
     values = [0, 1, 2, 3, 4, 7, 8, (1 << 48) - 1, 1 << 48, (1 << 53) + 1, (1 << 62), (1 << 63) - 1]
     assert bit_length(pa.array(values, pa.int64())).to_pylist() == [v.bit_length() for v in values]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(['"', "&quot;", "&quot", "a", "-", "9", "&", "\n"]), max_size=5).map(
+            "".join
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_etags_unquoted_on_the_page_bytes_equal_strip_quotes(etags: list[str]) -> None:
+    from hpcstage.inventory.page import _unquoted
+
+    raw = [e.encode() for e in etags]
+    assert (
+        _unquoted(raw).to_pylist() == strip_quotes(pa.array(raw, pa.binary()).cast(pa.string())).to_pylist()
+    )
+
+
+@pytest.mark.parametrize(
+    "etags",
+    [
+        ['"9b2c"', '"9b2c-3"', '""'],
+        ["&quot;9b2c&quot;", "&quot;&quot;"],
+        ['"', '"a"'],  # a lone quote: starts and ends with the same character
+        ['"a"', '"', '"b"'],
+        ['"a"b"', '"c"'],  # a quote inside: sliced, as strip_quotes slices it
+        ['"a"', "b"],
+        ["&quot;a&quot;", '"b"'],  # quoted, but not alike
+    ],
+)
+def test_etags_unquoted_on_hand_picked_pages(etags: list[str]) -> None:
+    from hpcstage.inventory.page import _unquoted
+
+    raw = [e.encode() for e in etags]
+    assert (
+        _unquoted(raw).to_pylist() == strip_quotes(pa.array(raw, pa.binary()).cast(pa.string())).to_pylist()
+    )
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [b"STANDARD"] * 5,
+        [b"STANDARD", b"GLACIER", b"STANDARD"],
+        [b"2024-03-01T12:00:00.000Z", b"2025-12-31T23:59:59.999Z"],
+        [b"2024-03-01T12:00:00.000Z", b"2024-03-01T12:00:00Z"],  # not all of one width
+        ["ü中😀".encode(), b"abcdefghijk"],  # equal byte lengths, non-ASCII
+    ],
+)
+def test_string_columns_equal_a_value_by_value_conversion(values: list[bytes]) -> None:
+    from hpcstage.inventory.page import _utf8
+
+    expected = pa.array(values, pa.binary()).cast(pa.string())
+    assert _utf8(values).equals(expected)
+    width = len(values[0])
+    assert _utf8(values, fixed=width).equals(expected)

@@ -32,6 +32,45 @@ def strip_quotes(etags: pa.Array) -> pa.Array:
     return pc.replace_substring_regex(etags, pattern=r'^(&quot;|")|(&quot;|")$', replacement="")
 
 
+_S3_DATE = b"2024-03-01T12:00:00.000Z"  # S3's timestamps: always this many bytes
+
+
+def _utf8(values: list[bytes], fixed: int | None = None) -> pa.Array:
+    """A string array of ``values``. A page's storage classes are usually one value (a repeated scalar), its
+    dates ``fixed`` bytes each (one buffer, no per-value conversion); other columns convert value by value."""
+    n = len(values)
+    if n and values.count(values[0]) == n:
+        return pa.repeat(pa.scalar(values[0], pa.binary()), n).cast(pa.string())
+    if fixed is not None and n:
+        data = b"".join(values)
+        if len(data) == fixed * n:
+            return pa.Array.from_buffers(pa.binary(fixed), n, [None, pa.py_buffer(data)]).cast(pa.string())
+    return pa.array(values, pa.binary()).cast(pa.string())
+
+
+def _unquoted(etags: list[bytes]) -> pa.Array:
+    """``strip_quotes`` of the raw ETags, done on the page's bytes when every ETag is quoted alike.
+
+    Joined by newlines (no ETag holds one), the page's ETags are each quoted by ``q`` exactly when the
+    page starts and ends with ``q`` and every newline is met by its own ``q + newline + q`` (n - 1 of
+    them, not overlapping: no ETag is shorter than two quotes); one split then takes the quotes off."""
+    n = len(etags)
+    joined = b"\n".join(etags)
+    if n and joined.count(b"\n") == n - 1:
+        first, last = joined.find(b"\n"), joined.rfind(b"\n")
+        for q in (b"&quot;", b'"'):
+            sep = q + b"\n" + q
+            if (
+                joined.startswith(q)
+                and joined.endswith(q)
+                and joined.count(sep) == n - 1
+                and (first if n > 1 else len(joined)) >= 2 * len(q)
+                and (len(joined) - last - 1 if n > 1 else len(joined)) >= 2 * len(q)
+            ):
+                return pa.array(joined[len(q) : -len(q)].split(sep), pa.binary()).cast(pa.string())
+    return strip_quotes(pa.array(etags, pa.binary()).cast(pa.string()))
+
+
 @dataclass
 class Page:
     keys: list[str]  # decoded
@@ -102,13 +141,12 @@ class Page:
         checksums: list[bytes] | None,
     ) -> Page:
         n = len(keys)
-        etag_arr = strip_quotes(pa.array(etags, pa.binary()).cast(pa.string()))
         return cls(
             keys=keys,
             sizes=pa.array(sizes, pa.binary()).cast(pa.string()).cast(pa.int64()),
-            dates=pa.array(dates, pa.binary()).cast(pa.string()).cast(TS),
-            etags=etag_arr,
-            classes=pa.array(classes, pa.binary()).cast(pa.string()),
+            dates=_utf8(dates, fixed=len(_S3_DATE)).cast(TS),
+            etags=_unquoted(etags),
+            classes=_utf8(classes),
             checksums=(
                 pa.array(checksums, pa.binary()).cast(pa.string())
                 if checksums is not None
