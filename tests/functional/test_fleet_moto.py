@@ -169,7 +169,7 @@ def run_fleet(
     seen: list[list[int]] = []
     while any(t.is_alive() for t in threads):
         seen.append(store.counts())
-        time.sleep(0.01)
+        time.sleep(0.05)
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "listers did not finish"
