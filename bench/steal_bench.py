@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hpcstage.inventory.fleet import MIN_SPLIT_PAGES
+from hpcstage.inventory.fleet import COUNTER_SHARDS, MIN_SPLIT_PAGES
 from hpcstage.inventory.steal import DEFAULT_MIN_SPLIT_PAGES
 
 from bench.sim.des import Config, Result, sequential_time, simulate
@@ -162,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--counter-shards",
         type=int,
-        default=1,
-        help="items the fleet's outstanding-range count is spread over (default 1: the meta item, as fleet.py)",
+        default=COUNTER_SHARDS,
+        help="items the fleet's outstanding-range count is spread over (default: fleet.COUNTER_SHARDS, as "
+        "fleet.py; 1: the one meta item of the fleet before issue 9)",
     )
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")

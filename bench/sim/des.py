@@ -13,7 +13,10 @@ splits ``wanted + 1`` ways and queues the pieces) in virtual time, for:
   counter whose decrement to zero ends the listing (SendTaskSuccess, then the reduce). As in fleet.py, a
   split for the lister's own idle streams goes through the store too: a donate transaction, a claim by the
   stream that takes the piece, and a finish transaction on the counter (before 2026-11-23 the simulator
-  kept such pieces in memory: no DynamoDB latency, no write on the counter item).
+  kept such pieces in memory: no DynamoDB latency, no write on the counter item). The counter is spread over
+  ``counter_shards`` items as fleet.py's (COUNTER_SHARDS, a range counted in the item its id hashes to); after
+  each finish the finisher reads its own item (1 read unit) and, when that is 0, all of them in one
+  TransactGetItems (2 read units each), as fleet.notify_if_done does; the run ends when that read sees 0.
 - ``static``: the peer of 1,000 equal-width byte ranges, one Lambda each, no splitting.
 
 Pages are O(1) in Python: a page is ranks [r0, r1) of the keyspace model. The cursor is given a page only
@@ -40,6 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, overload
 
+from hpcstage.inventory.fleet import COUNTER_SHARDS
 from hpcstage.inventory.keys import ByteInterval
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.pacing import Pacer
@@ -83,9 +87,10 @@ class Config:
     kill: float = 0.0  # fraction of listers killed at a uniformly random time in kill_window
     kill_window: tuple[float, float] | None = None  # default: (start-up, start-up + 0.8 x listing floor)
     pace: bool = False  # the listers pace their pages (hpcstage.inventory.pacing.Pacer), as the fleet does
-    # items the outstanding-range counter is spread over (fleet.py: 1, the meta item); a range's count is
-    # kept in the item its id hashes to
-    counter_shards: int = 1
+    # items the outstanding-range counter is spread over, a range's count kept in the item its id hashes to
+    # (fleet.py: COUNTER_SHARDS; 1 models the fleet before issue 9's change: the count on the meta item, no
+    # read after a finish)
+    counter_shards: int = COUNTER_SHARDS
     # platform
     ddb_median_s: float = 0.006
     ddb_sigma: float = 0.3
@@ -397,6 +402,7 @@ class Sim:
         self.min_rate = math.inf
         self.tl: dict[int, list[int]] = {}
         self.local: set[str] = set()  # ids of the pieces a lister split off for its own streams (fleet)
+        self.item_counts: dict[str, int] = {}  # ranges each counter item counts (counter_shards > 1)
 
     # -- the event loop ------------------------------------------------------------------------
     def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
@@ -636,15 +642,38 @@ class Sim:
                 shard = f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}"
                 writes[shard] = writes.get(shard, 0) + 2 * open_item_kb(p)
             t = self.ddb(t, "donate_local", writes=writes)
+            self.count(p.id for p in pieces)
         if t > self.now:
             self.at(t, self.queue_pieces, node, lease, pieces)
         else:
             self.queue_pieces(node, lease, pieces)
 
     def counter_item(self, range_id: str) -> str:
-        """The item holding the outstanding count of a range (Config.counter_shards)."""
+        """The item holding the outstanding count of a range (Config.counter_shards; fleet.counter_shard)."""
         n = self.cfg.counter_shards
         return "counter" if n <= 1 else f"counter:{zlib.crc32(range_id.encode()) % n}"
+
+    def count(self, created: Iterator[str] | Sequence[str] = (), finished: str | None = None) -> int:
+        """Apply a transaction's counter changes; the finished range's item count after it (0 if none)."""
+        for rid in created:
+            item = self.counter_item(rid)
+            self.item_counts[item] = self.item_counts.get(item, 0) + 1
+        if finished is None:
+            return 0
+        item = self.counter_item(finished)
+        self.item_counts[item] = self.item_counts.get(item, 0) - 1
+        return self.item_counts[item]
+
+    def completion_read(self, t: float, finished: str, left: int, last: bool) -> float:
+        """fleet.notify_if_done after a finish: a consistent GetItem of the finisher's counter item, then, when
+        that is 0 (or the run is done), one TransactGetItems of every counter item. Returns its end time."""
+        n = self.cfg.counter_shards
+        if n <= 1:
+            return t  # the fleet before issue 9: the count on the meta item, no read (not modelled)
+        t = self.ddb(t, "count_own", reads={self.counter_item(finished): 1})
+        if left <= 0 or last:
+            t = self.ddb(t, "count_all", reads={f"counter:{i}": 2 for i in range(n)})
+        return t
 
     def queue_pieces(self, node: Node, lease: Lease | None, pieces: list[KeyRange]) -> None:
         node.queue.extend((p, lease) for p in pieces)
@@ -774,7 +803,8 @@ class Sim:
         if lease is not None and st.pid in self.local:
             # fleet.FleetStore.finish: a local piece is a lease of its own, done in one transaction
             self.local.discard(st.pid)
-            self.ddb(t, "finish_local", writes={lease.part: 2, self.counter_item(st.pid): 2})
+            t_fin = self.ddb(t, "finish_local", writes={lease.part: 2, self.counter_item(st.pid): 2})
+            self.completion_read(t_fin, st.pid, self.count(finished=st.pid), last=False)
         if lease is not None:
             lease.live -= 1
             if lease.live == 0:
@@ -836,6 +866,7 @@ class Sim:
             ranges = []
             k = cfg.per_lister
             t = self.ddb(t, "put_root", writes={"shard:0": 2, self.counter_item("r0"): 2})
+            self.count(["r0"])
             self.shards[0].open.append(KeyRange(id="r0"))
             self.counter = 1
         first = None
@@ -1087,6 +1118,7 @@ class Sim:
             # Each piece goes to the shard its id hashes to (fleet.FleetStore._open_put).
             for p in pieces:
                 self.shards[zlib.crc32(p.id.encode()) % len(self.shards)].open.append(p)
+            self.count(p.id for p in pieces)
             self.counter += k
             lease.donated.extend(pieces)
             lease.live -= k
@@ -1109,8 +1141,13 @@ class Sim:
             return
         lease.done = True
         self.counter -= 1
+        rid = lease.root.id or "r0"
+        t = self.completion_read(self.now, rid, self.count(finished=rid), last=self.counter == 0)
         if self.counter == 0:
-            self.all_done(self.now)
+            if t > self.now:
+                self.at(t, self.all_done, t)
+            else:
+                self.all_done(self.now)
 
     def all_done(self, t: float) -> None:
         cfg = self.cfg

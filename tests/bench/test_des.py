@@ -6,6 +6,7 @@ Small key spaces (1e4-2e5 objects) so the file runs in seconds; no timing assert
 from __future__ import annotations
 
 import pytest
+from hpcstage.inventory import fleet
 from hpcstage.inventory.model import KeyRange
 
 from bench import keyspace as K
@@ -146,3 +147,22 @@ def test_the_reduce_reads_a_rollup_per_lister_and_the_sidecars_of_dead_listers()
     dead = [n for n in sim.nodes if not n.alive]
     assert len(dead) == 3 and res.exact
     assert res.reduce_reads == sum(1 for n in sim.nodes if n.rolled) + sum(n.unrolled for n in dead)
+
+
+def test_the_counter_is_spread_as_in_the_fleet_and_read_after_each_finish() -> None:
+    # fleet.py keeps the outstanding count in COUNTER_SHARDS items and reads them after a finish: the model's
+    # counts are exact (every item back to 0), every finish reads its own item, and the run's end is seen
+    # through a TransactGetItems of all items
+    ks = make_any("dated", 200_000)
+    sim = Sim(ks, Config(mode="fleet", listers=4, per_lister=8), seed=1)
+    res = sim.run()
+    assert Config().counter_shards == fleet.COUNTER_SHARDS
+    assert res.exact, res.exact_detail
+    calls = res.ddb_calls
+    finishes = calls["finish_local"] + calls["lease_done"]
+    assert calls["count_own"] == finishes
+    assert 1 <= calls["count_all"] <= calls["count_own"]
+    assert set(sim.item_counts) <= {f"counter:{i}" for i in range(fleet.COUNTER_SHARDS)}
+    assert all(n == 0 for n in sim.item_counts.values())  # every range counted once, uncounted once
+    one = simulate(ks, Config(mode="fleet", listers=4, per_lister=8, counter_shards=1), seed=1)
+    assert "count_own" not in one.ddb_calls and "count_all" not in one.ddb_calls

@@ -164,10 +164,19 @@ def run_fleet(
         t.start()
     if on_started is not None:
         on_started(threads, errors)
+    # the counter items, read atomically while the listers run: never negative, and 0 each at the end
+    store = fleet.FleetStore(ddb, cfg.table, cfg.run_id, clock)
+    seen: list[list[int]] = []
+    while any(t.is_alive() for t in threads):
+        seen.append(store.counts())
+        time.sleep(0.05)
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "listers did not finish"
     assert sfn.done.is_set(), ("no completion callback", sfn.calls, errors)
+    assert seen and min(min(c) for c in seen) >= 0, seen
+    assert store.counts() == [0] * fleet.COUNTER_SHARDS
+    assert (store.meta() or {}).get("complete") is True
     summary = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg, clock=clock)
     return summary, sfn, errors
 
@@ -498,3 +507,197 @@ def test_a_donated_piece_carries_its_donors_directory_knowledge_to_the_thief(aws
     assert cur.dir_cuts == sorted(known.dirs)
     # the lease item does not keep it: a takeover (from the item) starts with nothing, never wrong
     assert {lease.id: lease.known for lease in store.leases()} == {"r0": None, "p1": None}
+
+
+# --------------------------------------------------------------------------------------------------
+# The outstanding-range counter, spread over COUNTER_SHARDS items
+# --------------------------------------------------------------------------------------------------
+
+
+def ids_in_distinct_and_same_counter_items(n: int) -> tuple[list[str], str, str]:
+    """``n`` range ids in ``n`` distinct counter items, and two more ids that share one item."""
+    distinct: dict[int, str] = {}
+    same: dict[int, list[str]] = {}
+    for i in range(10_000):
+        rid = f"id{i}"
+        c = fleet.counter_shard(rid)
+        distinct.setdefault(c, rid)
+        same.setdefault(c, []).append(rid)
+        if len(distinct) >= n and any(len(v) >= 2 for v in same.values()):
+            break
+    pair = next(v for v in same.values() if len(v) >= 2)
+    return list(distinct.values())[:n], pair[0], pair[1]
+
+
+def test_each_counter_item_counts_the_outstanding_ranges_whose_id_hashes_to_it(aws: tuple[Any, Any]) -> None:
+    """Launch, donate, deadline (remainder in another item and in the same one) and finish each move the
+    count of exactly the items of the ranges they create or end; the sum is the ranges open or leased."""
+    _, ddb = aws
+    store = fleet.FleetStore(ddb, TABLE, "run-count")
+    (a, b, c), d, e = ids_in_distinct_and_same_counter_items(3)
+    assert len({fleet.counter_shard(x) for x in (a, b, c)}) == 3
+    assert fleet.counter_shard(e) == fleet.counter_shard(d)
+
+    def expect(**by_item: int) -> list[int]:
+        want = [0] * fleet.COUNTER_SHARDS
+        for rid, n in by_item.items():
+            want[fleet.counter_shard(rid)] += n
+        return want
+
+    assert store.create("tok", [KeyRange(id=a, end="m"), KeyRange(id=b, start_after="m")], "now")
+    assert store.counts() == expect(**{a: 1, b: 1}) and store.outstanding() == 2
+    lease_a = store.claim(KeyRange(id=a, end="m"), "o1", 60)
+    assert lease_a is not None and store.counts() == expect(**{a: 1, b: 1})  # a claim moves no count
+    store.donate(
+        lease_a, [KeyRange(id=c, start_after="f", end="m"), KeyRange(id=d, start_after="h", end="m")]
+    )
+    assert store.counts() == expect(**{a: 1, b: 1, c: 1, d: 1})
+    assert store.claim_notify() is None  # 4 outstanding: nobody may report
+    lease_d = store.claim(KeyRange(id=d, start_after="h", end="m"), "o2", 60)
+    assert lease_d is not None
+    # deadline: d is done up to "j", its remainder e is counted in the same item (no update at all)
+    store.stop_at(lease_d, fleet.Segment(checkpoint="j"), "j", KeyRange(id=e, start_after="j", end="m"))
+    assert store.counts() == expect(**{a: 1, b: 1, c: 1, e: 1})
+    lease_b = store.claim(KeyRange(id=b, start_after="m"), "o3", 60)
+    assert lease_b is not None
+    # deadline with the remainder in another item: one down, one up
+    store.stop_at(lease_b, fleet.Segment(checkpoint="p"), "p", KeyRange(id=a + "x", start_after="p"))
+    assert store.counts() == expect(**{a: 1, c: 1, e: 1, a + "x": 1})
+    for rid, lo, hi in ((c, "f", "m"), (e, "j", "m"), (a + "x", "p", None)):
+        lease = store.claim(KeyRange(id=rid, start_after=lo, end=hi), "o4", 60)
+        assert lease is not None
+        store.finish(lease, fleet.Segment(checkpoint=None))
+        assert store.claim_notify() is None
+    assert store.counts() == expect(**{a: 1})
+    store.finish(lease_a, fleet.Segment(checkpoint="f"))
+    assert store.counts() == [0] * fleet.COUNTER_SHARDS
+    assert store.claim_notify() == "tok"
+    assert store.claim_notify() is None  # once per token
+    assert (store.meta() or {}).get("complete") is True
+
+
+def test_a_finish_on_a_lost_lease_moves_no_count(aws: tuple[Any, Any]) -> None:
+    """The count of a range goes down in the transaction that makes its lease done: a stream that lost the
+    lease (taken over) cannot finish it a second time, so no item goes below 0."""
+    _, ddb = aws
+    clock = Clock()
+    store = fleet.FleetStore(ddb, TABLE, "run-lost", clock)
+    assert store.create("tok", [KeyRange(id="r0")], "now")
+    first = store.claim(KeyRange(id="r0"), "o1", 5)
+    assert first is not None
+    clock.offset += 10
+    [expired] = store.leases(expired_only=True)
+    second = store.takeover(expired, "o2", 5)
+    assert second is not None
+    with pytest.raises(fleet.LeaseLost):
+        store.finish(first, fleet.Segment(checkpoint=None))
+    assert store.outstanding() == 1
+    store.finish(second, fleet.Segment(checkpoint=None))
+    with pytest.raises(fleet.LeaseLost):
+        store.finish(second, fleet.Segment(checkpoint=None))  # a duplicate finish
+    assert store.counts() == [0] * fleet.COUNTER_SHARDS
+
+
+def test_a_finisher_whose_item_still_counts_does_not_read_every_item(aws: tuple[Any, Any]) -> None:
+    """After its finish a lister reads its own counter item; a count there proves work left, and the
+    TransactGetItems of all items is skipped."""
+    _, ddb = aws
+    store = fleet.FleetStore(ddb, TABLE, "run-pre")
+    (_, _, _), d, e = ids_in_distinct_and_same_counter_items(3)
+    assert store.create("tok", [KeyRange(id=d, end="m"), KeyRange(id=e, start_after="m")], "now")
+    lease = store.claim(KeyRange(id=d, end="m"), "o1", 60)
+    assert lease is not None
+    store.finish(lease, fleet.Segment(checkpoint=None))
+    reads: list[str] = []
+    real = ddb.transact_get_items
+
+    def counting(**kw: Any) -> Any:
+        reads.append("transact")
+        return real(**kw)
+
+    ddb.transact_get_items = counting
+    sfn = FakeSfn()
+    assert fleet.notify_if_done(store, sfn, finished=d) is False
+    assert reads == [] and sfn.calls == []
+    lease = store.claim(KeyRange(id=e, start_after="m"), "o1", 60)
+    assert lease is not None
+    store.finish(lease, fleet.Segment(checkpoint=None))
+    assert fleet.notify_if_done(store, sfn, finished=e) is True
+    assert reads == ["transact"] and sfn.calls == [("tok", {"done": True})]
+
+
+class ConflictingDdb:
+    """A DynamoDB client whose TransactGetItems is refused ``conflicts`` times (a write in flight)."""
+
+    def __init__(self, ddb: Any, conflicts: int) -> None:
+        self.ddb = ddb
+        self.conflicts = conflicts
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.ddb, name)
+
+    def transact_get_items(self, **kw: Any) -> Any:
+        from botocore.exceptions import ClientError
+
+        self.calls += 1
+        if self.calls <= self.conflicts:
+            raise ClientError(
+                {
+                    "Error": {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"},
+                    "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}],
+                },
+                "TransactGetItems",
+            )
+        return self.ddb.transact_get_items(**kw)
+
+
+def test_a_counter_read_refused_by_a_write_in_flight_is_retried_and_bounded(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, ddb = aws
+    monkeypatch.setattr(fleet, "COUNT_READ_BACKOFF_S", 0.0)
+    fleet.FleetStore(ddb, TABLE, "run-busy").create("tok", [KeyRange(id="r0")], "now")
+    flaky = ConflictingDdb(ddb, conflicts=fleet.COUNT_READ_TRIES - 1)
+    assert fleet.FleetStore(flaky, TABLE, "run-busy").outstanding() == 1
+    assert flaky.calls == fleet.COUNT_READ_TRIES
+    busy = ConflictingDdb(ddb, conflicts=fleet.COUNT_READ_TRIES)
+    store = fleet.FleetStore(busy, TABLE, "run-busy")
+    with pytest.raises(fleet.CountersBusy, match="run-busy: the counter items were being written"):
+        store.counts()
+    assert busy.calls == fleet.COUNT_READ_TRIES
+    busy.calls = 0
+    assert store.claim_notify() is None  # not known complete: nobody reports (the fallbacks check again)
+
+
+def test_the_last_lister_reports_a_run_whose_last_finisher_died_before_its_check(
+    aws: tuple[Any, Any],
+) -> None:
+    """The finish is written but its finisher died before reading the counters: the last lister of the launch
+    to exit finds them at 0 and reports {done: true} (before: only {done: false} with work left)."""
+    s3, ddb = aws
+    cfg = config()
+    sfn, lam = FakeSfn(), FakeLambda()
+    cfg.max_listers = 1
+    fleet.launch(s3=s3, ddb=ddb, sfn=sfn, lam=lam, cfg=cfg, token="tok-1", lister_function="lister")
+    store = fleet.FleetStore(ddb, cfg.table, cfg.run_id)
+    lease = store.claim(KeyRange(id="r0"), "dead-lister:1", 60)
+    assert lease is not None
+    store.finish(lease, fleet.Segment(checkpoint=None))  # ... and no notify_if_done: it died
+    assert sfn.calls == [] and not (store.meta() or {}).get("complete")
+    fleet.run_lister(
+        s3=s3, ddb=ddb, sfn=sfn, event=lam.events[0], remaining_ms=lambda: 0, options=fast_options()
+    )
+    assert sfn.calls == [("tok-1", {"done": True})]
+
+
+def test_a_relaunch_of_a_complete_run_reports_it_without_listers(aws: tuple[Any, Any]) -> None:
+    s3, ddb = aws
+    objects = shape("hex", 300, random.Random(5))
+    seed("bkt", objects)
+    cfg = config()
+    run_fleet(s3, ddb, cfg, listers=2)
+    sfn, lam = FakeSfn(), FakeLambda()
+    out = fleet.launch(s3=s3, ddb=ddb, sfn=sfn, lam=lam, cfg=cfg, token="tok-2", lister_function="lister")
+    assert out["listers"] == 0 and lam.events == []
+    assert sfn.calls == [("tok-2", {"done": True})]

@@ -10,7 +10,10 @@ in exactly one of three places, all in one DynamoDB table (PK ``pk``, SK ``sk``,
   and ``stats`` sidecars written so far, and the objects/bytes/requests/retries they hold. ``state`` is
   ``leased`` or, once listed, ``done``.
 - the **meta** item ``pk=run#<run>``, ``sk=meta``: the Step Functions task token of the current launch, its
-  ``generation``, ``outstanding`` (ranges not done: open + leased), ``live`` listers, ``started``.
+  ``generation``, ``live`` listers, ``started``, and ``complete`` once the run's completion was reported.
+- the **counter** items ``pk=run#<run>#outstanding#<c>``, ``sk=count`` (c = 0..15): ``n``, how many of the
+  ranges not done (open + leased) have an id with ``crc32(id) % 16 = c``. Their sum is the run's outstanding
+  ranges (see *the outstanding-range counter* below).
 
 Hunger counters (``pk=run#<run>#hunger``, ``sk=0..15``) say how many listers have idle streams and found
 nothing to do; busy streams read them (one BatchGetItem per lister at most every ``hunger_poll_s``) and split.
@@ -21,18 +24,20 @@ The protocol (every write conditional, so a lister that lost a race or its lease
   streams of one lister could otherwise both pass ``owner = me`` on the same range and count it twice.
 - **claim**: TransactWriteItems {Delete open (attribute_exists) + Put lease (attribute_not_exists)}.
 - **donate**: TransactWriteItems {Update own lease ``end = cut`` (owner = me, state = leased) + Put each
-  piece as an open item + Update meta ``outstanding += pieces``}. Pieces come from ``Cursor.split``, so the
+  piece as an open item + ``ADD n`` to the counter items of the pieces' ids, one Update per item}. Pieces come from ``Cursor.split``, so the
   ranges in play always tile the key space.
 - **checkpoint** (every ``checkpoint_pages`` pages): close the segment's Parquet part(s) and write a stats
   sidecar for exactly those rows (unique keys: range id + a per-acquisition tag + a segment number), then
   UpdateItem the lease: set checkpoint, append the parts and the sidecar, add the counters, renew the lease --
   condition owner = me and state = leased. If the condition fails the lease was taken over: the part is an
   orphan that no lease names, so it never enters the manifest and no key is counted twice.
-- **finish**: the last segment's checkpoint plus ``state = done`` in one TransactWriteItems with
-  ``outstanding -= 1`` on the meta item.
+- **finish**: the last segment's checkpoint plus ``state = done`` in one TransactWriteItems with ``n -= 1``
+  on the counter item of the range's id.
 - **deadline**: near the Lambda's timeout a stream stops at a page boundary; its lease becomes ``done`` with
   ``end = checkpoint`` and the remainder ``(checkpoint, end]`` is put back as a new open range in the same
-  transaction (outstanding unchanged). A lease with nothing listed is simply re-opened.
+  transaction, with ``n -= 1`` on the lease's counter item and ``n += 1`` on the remainder's (one Update, or
+  none, when both ids hash to the same item). A lease with nothing listed is simply re-opened under its own id
+  (counters unchanged).
 - **roll-up**: a lister merges the statistics of each segment whose checkpoint committed; when none of its
   streams is listing, and when it exits, it writes them with the list of sidecars they cover as one object
   (``rollups/<owner>-<n>.json``) and puts ``pk=run#<run>#rollup, sk=<owner>`` naming its latest one. The
@@ -43,12 +48,45 @@ The protocol (every write conditional, so a lister that lost a race or its lease
   and takes one over with ``SET owner = me, lease_until = ...`` conditioned on ``lease_until`` being the value
   it read; it resumes from the checkpoint. A heartbeat thread renews the leases of a lister's live streams
   every ``lease_s / 3``; a lister that dies loses only what it listed after its last checkpoint.
-- **completion**: ``outstanding`` is decremented inside a transaction, which returns no values, so whoever
-  finishes a range then tries ``UpdateItem SET notified = task_token`` conditioned on ``outstanding = 0`` and
-  ``notified <> task_token``: exactly one caller per launch wins and calls SendTaskSuccess {done: true}. The
-  launcher tries the same after writing a new token, so a run that finished while a launch timed out is
-  still reported. The last lister of a launch to exit at its deadline (``live`` reaches 0 with work left)
-  reports {done: false} so the state machine launches again without waiting for its task timeout.
+- **completion**: a transaction returns no values, so whoever finishes a range then reads its own counter
+  item (consistent GetItem); if that is 0 it reads all 16 in one TransactGetItems and, when they sum to 0,
+  tries ``UpdateItem SET notified = task_token, complete = true`` conditioned on ``notified <> task_token``:
+  exactly one caller per launch wins and calls SendTaskSuccess {done: true}. The launcher tries the same
+  after writing a new token, so a run that finished while a launch timed out is still reported. The last
+  lister of a launch to exit (``live`` reaches 0, the run not ``complete``) reads the sum: with work left it
+  reports {done: false} so the state machine launches again without waiting for its task timeout; with none
+  (the last finisher died between its finish and its check) it claims the notification itself. Idle listers
+  poll only the meta item's ``complete`` (one GetItem), never the 16 counter items.
+
+The outstanding-range counter (write sharding). One item lives on one partition, which serves at most 1,000
+write units a second, and a transactional write costs 2 units per item: with every donate (local splits
+included) and every finish writing one counter item, the simulator counted 21,451 write waits on it at 100M
+objects, none with 16 items (bench/RESULTS.md, issue 9). DynamoDB's guide recommends spreading such a key over several partition keys with
+a suffix, random or *calculated* from the item ("Using write sharding to distribute workloads evenly",
+docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-sharding.html); here the suffix is
+calculated, ``crc32(range id) % 16``, so that each item counts a definite set of ranges:
+
+- *Exact, never negative.* A range is counted in the transaction that creates it (launch seeds, donate, the
+  deadline remainder), in the item of its own id, and uncounted in the transaction that makes it done (finish,
+  deadline), in the same item; both transactions are conditioned on the lease (owner = me, state = leased),
+  so each happens once per range. Every item therefore equals, at every instant, the number of open or leased
+  ranges whose id hashes to it. (Updates to one item are combined: DynamoDB refuses two actions on one item in
+  one TransactWriteItems.)
+- *The completeness read is one TransactGetItems.* DynamoDB serializes TransactGetItems with
+  TransactWriteItems (a transaction's writes are seen all or none) and refuses it while a write on one of its
+  items is in flight (TransactionCanceledException, TransactionConflict: retried, bounded). A BatchGetItem
+  reads each item on its own (read-committed, no snapshot across items) and could see 0 early: it reads item
+  B (0: the piece does not exist yet), then a donor's transaction adds a piece to B while the donor still
+  counts in A, the donor finishes (A: 1 -> 0), and the batch reads A = 0: sum 0, one range outstanding.
+- *Nobody sees 0 early.* A range's count is added in the same transaction that creates it, while its donor
+  (or the launch) still counts, so in any serializable snapshot the sum is 0 only when no range is open or
+  leased; and 0 is final: only a leased range creates ranges.
+- *At least one finisher sees 0.* Each finisher writes (its finish) and then reads; the finish that brings the
+  sum to 0 is the last write on the counters, so its finisher's read sees 0 (a consistent GetItem of its item,
+  then the TransactGetItems). A finisher whose own item still counts a range (read after its finish) knows
+  another finish is to come, whose finisher checks in turn: that spares the transactional read of 16 items
+  (2 read units each) on all but the last few finishes. If the read keeps conflicting, or the finisher dies
+  before it, the last lister's exit and the next launch check again.
 
 Choices (and why):
 
@@ -85,6 +123,7 @@ import re
 import threading
 import time
 import uuid
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -108,6 +147,12 @@ from .versions import VERSIONS, stats_class, stats_from_dict, writer_class
 
 HUNGER_SHARDS = 16
 OPEN_SHARDS = 16
+# items the outstanding-range count is spread over (write sharding: see the module docstring)
+COUNTER_SHARDS = 16
+# TransactGetItems of the counter items refused because a write on one of them was in flight: tries, and the
+# first back-off (doubled each try, full jitter)
+COUNT_READ_TRIES = 8
+COUNT_READ_BACKOFF_S = 0.02
 DEFAULT_LEASE_S = 30.0
 DEFAULT_CHECKPOINT_PAGES = 50
 DEFAULT_MAX_LISTERS = 10
@@ -123,10 +168,16 @@ PAGE_SIZE = 1000  # keys per ListObjectsV2 page (tests lower it to get many page
 # Simulator, 25M uniform: 8 -> 16 pages took LIST overhead from 4.9 % to 1.4 % (14.7 s -> 13.0 s).
 # (Tests lower it, to split a few thousand keys.)
 MIN_SPLIT_PAGES = 2 * DEFAULT_MIN_SPLIT_PAGES
-MAX_PIECES = 64  # TransactWriteItems holds at most 100 items: lease + meta + pieces
+# TransactWriteItems holds at most 100 items: a donate writes the lease, the pieces and at most COUNTER_SHARDS
+# counter items (1 + 64 + 16 = 81)
+MAX_PIECES = 64
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
 
 Clock = Callable[[], float]
+
+
+class CountersBusy(Exception):
+    """The counter items could not be read in one TransactGetItems: writes on them kept conflicting."""
 
 
 class LeaseLost(Exception):
@@ -291,6 +342,24 @@ def _shard(range_id: str, n: int) -> int:
     return int(hashlib.md5(range_id.encode(), usedforsecurity=False).hexdigest()[:8], 16) % n
 
 
+def counter_shard(range_id: str) -> int:
+    """The counter item that counts a range while it is outstanding (the simulator hashes alike:
+    bench.sim.des.Sim.counter_item)."""
+    return zlib.crc32(range_id.encode()) % COUNTER_SHARDS
+
+
+def _transaction_conflict(err: Exception) -> bool:
+    """A TransactGetItems refused because a write on one of its items was in flight (retry: not an error)."""
+    from botocore.exceptions import ClientError
+
+    if not isinstance(err, ClientError):
+        return False
+    if err.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        return False
+    reasons = err.response.get("CancellationReasons") or []
+    return any(r.get("Code") == "TransactionConflict" for r in reasons) or not reasons
+
+
 @dataclass
 class Lease:
     id: str
@@ -414,6 +483,11 @@ class FleetStore:
     def rollup_pk(self) -> str:
         return f"run#{self.run}#rollup"
 
+    def counter_key(self, shard: int) -> dict[str, Any]:
+        """One counter item per partition key (the shard is a suffix of ``pk``, as write sharding asks: items of
+        one partition key share a partition)."""
+        return {"pk": {"S": f"run#{self.run}#outstanding#{shard}"}, "sk": {"S": "count"}}
+
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
@@ -458,7 +532,6 @@ class FleetStore:
                         **self.meta_key,
                         "task_token": {"S": token},
                         "generation": _n(1),
-                        "outstanding": _n(len(seeds)),
                         "seeds": _n(len(seeds)),
                         "live": _n(0),
                         "orphan_requests": _n(0),
@@ -469,6 +542,7 @@ class FleetStore:
                 }
             },
             *(self._open_put(r) for r in seeds),
+            *self._count(created=[r.id for r in seeds]),
         ]
         try:
             self.ddb.transact_write_items(TransactItems=items)
@@ -502,16 +576,23 @@ class FleetStore:
         return _item(got["Attributes"])
 
     def claim_notify(self) -> str | None:
-        """The task token to report completion with, to exactly one caller per launch (None: not yours)."""
+        """The task token to report completion with, to exactly one caller per launch (None: not yours, or
+        the run is not complete, or the counters could not be read: see the module docstring, *completion*).
+
+        The counter items are read in one TransactGetItems; when they sum to 0 the meta item gets
+        ``notified = task_token`` and ``complete = true``, conditioned on the token not notified yet."""
+        try:
+            if self.outstanding() != 0:
+                return None
+        except CountersBusy:
+            return None
         try:
             got = self.ddb.update_item(
                 TableName=self.table,
                 Key=self.meta_key,
-                UpdateExpression="SET notified = task_token",
-                ConditionExpression=(
-                    "outstanding = :zero AND (attribute_not_exists(notified) OR notified <> task_token)"
-                ),
-                ExpressionAttributeValues={":zero": _n(0)},
+                UpdateExpression="SET notified = task_token, complete = :yes",
+                ConditionExpression="attribute_not_exists(notified) OR notified <> task_token",
+                ExpressionAttributeValues={":yes": {"BOOL": True}},
                 ReturnValues="ALL_NEW",
             )
         except Exception as err:
@@ -519,6 +600,66 @@ class FleetStore:
                 return None
             raise
         return str(_item(got["Attributes"])["task_token"])
+
+    # the outstanding-range counter
+    def _count(self, created: Iterable[str] = (), finished: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """The counter updates of one transaction that creates the ranges ``created`` and finishes the ranges
+        ``finished``: one ADD per counter item (a transaction may not name an item twice), none where the
+        changes cancel out."""
+        deltas: dict[int, int] = {}
+        for rid in created:
+            s = counter_shard(rid)
+            deltas[s] = deltas.get(s, 0) + 1
+        for rid in finished:
+            s = counter_shard(rid)
+            deltas[s] = deltas.get(s, 0) - 1
+        return [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": self.counter_key(s),
+                    "UpdateExpression": "ADD n :d SET expires = :x",
+                    "ExpressionAttributeValues": {":d": _n(d), ":x": self._expires()},
+                }
+            }
+            for s, d in sorted(deltas.items())
+            if d
+        ]
+
+    def counter(self, range_id: str) -> int:
+        """The count of the one counter item ``range_id`` hashes to (a strongly consistent GetItem)."""
+        got = self.ddb.get_item(
+            TableName=self.table, Key=self.counter_key(counter_shard(range_id)), ConsistentRead=True
+        ).get("Item")
+        return int(_item(got).get("n", 0)) if got else 0
+
+    def counts(self) -> list[int]:
+        """Every counter item's count, read atomically: one TransactGetItems, serializable with the
+        transactions that write them. Retried (bounded, jittered) while DynamoDB refuses it because a write
+        on one of the items is in flight; ``CountersBusy`` after ``COUNT_READ_TRIES`` refusals."""
+        items = [
+            {"Get": {"TableName": self.table, "Key": self.counter_key(s)}} for s in range(COUNTER_SHARDS)
+        ]
+        delay = COUNT_READ_BACKOFF_S
+        for attempt in range(COUNT_READ_TRIES):
+            try:
+                got = self.ddb.transact_get_items(TransactItems=items)
+            except Exception as err:
+                if not _transaction_conflict(err):
+                    raise
+                if attempt == COUNT_READ_TRIES - 1:
+                    raise CountersBusy(
+                        f"run {self.run}: the counter items were being written during {COUNT_READ_TRIES} reads"
+                    ) from err
+                time.sleep(random.uniform(0, delay))
+                delay *= 2
+                continue
+            return [int(_item(r.get("Item") or {}).get("n", 0)) for r in got["Responses"]]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def outstanding(self) -> int:
+        """Ranges not done (open or leased): the sum of the counter items, read atomically."""
+        return sum(self.counts())
 
     def record_error(self, message: str) -> str | None:
         """Record a run-wide error once; the token to fail the launch with (None: already recorded)."""
@@ -784,7 +925,7 @@ class FleetStore:
                     {":cut": _s(pieces[0].start_after), ":zero": _n(0), ":g": _n(len(pieces))},
                 ),
                 *(self._open_put(p) for p in pieces),
-                self._meta_add("outstanding", len(pieces)),
+                *self._count(created=[p.id for p in pieces]),
             ],
         )
         lease.end = pieces[0].start_after
@@ -797,7 +938,7 @@ class FleetStore:
             lease,
             [
                 self._lease_update(lease, expr, {"#b": "bytes"}, {**values, ":done": {"S": "done"}}),
-                self._meta_add("outstanding", -1),
+                *self._count(finished=[lease.id]),
             ],
         )
 
@@ -815,6 +956,8 @@ class FleetStore:
                     {**values, ":done": {"S": "done"}, ":ck2": {"S": checkpoint}},
                 ),
                 self._open_put(remainder),
+                # the done piece leaves its counter item, the remainder enters its own (nothing if the same)
+                *self._count(created=[remainder.id], finished=[lease.id]),
             ],
         )
 
@@ -889,7 +1032,14 @@ def send_failure(sfn: Any, token: str, error: str, cause: str) -> None:
             raise
 
 
-def notify_if_done(store: FleetStore, sfn: Any) -> bool:
+def notify_if_done(store: FleetStore, sfn: Any, finished: str | None = None) -> bool:
+    """Report {done: true} if the run is complete and nobody reported it for this launch yet.
+
+    ``finished``: the id of the range the caller has just finished. Its counter item is read first (one
+    consistent GetItem): a count above 0 there, read after the finish, proves a range still outstanding, whose
+    finisher will check in its turn, so every finish but the last few is spared the TransactGetItems."""
+    if finished is not None and store.counter(finished) > 0:
+        return False
     token = store.claim_notify()
     if token is None:
         return False
@@ -934,7 +1084,7 @@ def launch(
             raise BucketError(str(meta["error"]))
         if generation > cfg.max_launches:
             raise IncompleteInventoryError(
-                f"the fleet was launched {cfg.max_launches} times and {meta.get('outstanding')} ranges are "
+                f"the fleet was launched {cfg.max_launches} times and {store.outstanding()} ranges are "
                 "still not listed"
             )
     if notify_if_done(store, sfn):
@@ -1331,8 +1481,9 @@ class Lister:
                 taken = self.store.takeover(seen, self._holder(), self.cfg.lease_seconds)
                 if taken is not None:
                     return taken
+        # one GetItem: the notifier of the run's completion set ``complete`` (no read of the counter items)
         meta = self.store.meta()
-        if meta is None or int(meta.get("outstanding", 0)) <= 0 or meta.get("error"):
+        if meta is None or meta.get("complete") or meta.get("error"):
             self.finished.set()
         return None
 
@@ -1425,7 +1576,7 @@ class Lister:
                 self.store.finish(lease, seg)
                 self.committed(seg)
                 self.ranges_done += 1
-                notify_if_done(self.store, self.sfn)
+                notify_if_done(self.store, self.sfn, finished=lease.id)
             elif st.last_key is None or st.last_key == lease.start_after:
                 self.store.release(lease, seg.requests)
             else:
@@ -1476,11 +1627,11 @@ class Lister:
         meta = self.store.add_meta("live", -1)
         if (
             int(meta.get("live", 0)) <= 0
-            and int(meta.get("outstanding", 0)) > 0
+            and not meta.get("complete")
             and int(meta.get("generation", 0)) == self.generation
             and not meta.get("error")
         ):
-            send_result(self.sfn, str(meta["task_token"]), {"done": False})
+            self._last_out(str(meta["task_token"]))
         return {
             "owner": self.owner,
             "pages": self._pages,
@@ -1488,6 +1639,19 @@ class Lister:
             "given": self.given,
             "throttles": self.throttle.throttles,
         }
+
+    def _last_out(self, token: str) -> None:
+        """The last lister of its launch exits with the run not known complete: {done: false} when ranges are
+        outstanding (the state machine launches again at once), else the notification, in case the finisher
+        of the last range died before it (read: one TransactGetItems per launch)."""
+        try:
+            left = self.store.outstanding()
+        except CountersBusy:
+            left = -1  # writes in flight on the counters: work is being done, launch again
+        if left != 0:
+            send_result(self.sfn, token, {"done": False})
+        else:
+            notify_if_done(self.store, self.sfn)
 
     def _guarded(self, index: int) -> None:
         try:
@@ -1574,9 +1738,10 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
         raise IncompleteInventoryError(f"run {cfg.run_id} has no fleet state")
     leases = store.leases()
     pending = [lease.id for lease in leases if lease.state != "done"]
-    if pending or int(meta.get("outstanding", 0)) != 0:
+    outstanding = store.outstanding()
+    if pending or outstanding != 0:
         raise IncompleteInventoryError(
-            f"{int(meta.get('outstanding', 0))} range(s) not listed ({len(pending)} leased: {', '.join(pending[:10])})"
+            f"{outstanding} range(s) not listed ({len(pending)} leased: {', '.join(pending[:10])})"
         )
     results = [lease.result() for lease in leases]
     out = cfg.store(s3)
