@@ -635,18 +635,27 @@ class Sim:
             # fleet.Lister.give: every piece, a local one too, is donated through the store (one transaction:
             # the donor's lease, an open item per piece, the outstanding count), then claimed (dispatch)
             self.local.update(p.id for p in pieces)
-            writes = {lease.part: 2}
-            for p in pieces:
-                counter = self.counter_item(p.id)
-                writes[counter] = writes.get(counter, 0) + 2
-                shard = f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}"
-                writes[shard] = writes.get(shard, 0) + 2 * open_item_kb(p)
-            t = self.ddb(t, "donate_local", writes=writes)
+            t = self.ddb(t, "donate_local", writes=self.donate_writes(lease, pieces))
             self.count(p.id for p in pieces)
         if t > self.now:
             self.at(t, self.queue_pieces, node, lease, pieces)
         else:
             self.queue_pieces(node, lease, pieces)
+
+    def open_shard(self, range_id: str) -> int:
+        """The open-range shard a piece is put in (fleet.FleetStore._open_put: by a hash of its id)."""
+        return zlib.crc32(range_id.encode()) % len(self.shards)
+
+    def donate_writes(self, lease: Lease, pieces: Sequence[KeyRange]) -> dict[str, int]:
+        """Write units of one donate transaction (fleet.FleetStore.donate): the donor's lease, an open item per
+        piece (by its size), and the counter items of the pieces' ids."""
+        writes = {lease.part: 2}
+        for p in pieces:
+            counter = self.counter_item(p.id)
+            writes[counter] = writes.get(counter, 0) + 2
+            shard = f"shard:{self.open_shard(p.id)}"
+            writes[shard] = writes.get(shard, 0) + 2 * open_item_kb(p)
+        return writes
 
     def counter_item(self, range_id: str) -> str:
         """The item holding the outstanding count of a range (Config.counter_shards; fleet.counter_shard)."""
@@ -685,7 +694,7 @@ class Sim:
             piece, lease = node.queue.popleft()
             if piece.id in self.local and lease is not None:
                 # a local piece is claimed like any open range (fleet.Lister._claim_queued)
-                shard = f"shard:{zlib.crc32(piece.id.encode()) % len(self.shards)}"
+                shard = f"shard:{self.open_shard(piece.id)}"
                 t_claim = self.ddb(t, "claim_local", writes={shard: 2 * open_item_kb(piece), lease.part: 2})
                 self.start_piece(st, piece, lease, t_claim)
             else:
@@ -1100,13 +1109,7 @@ class Sim:
                 lease = st.lease
                 assert lease is not None
                 lease.live += len(pieces)
-                writes = {lease.part: 2}
-                for p in pieces:
-                    counter = self.counter_item(p.id)
-                    writes[counter] = writes.get(counter, 0) + 2
-                    w = f"shard:{zlib.crc32(p.id.encode()) % len(self.shards)}"
-                    writes[w] = writes.get(w, 0) + 2 * open_item_kb(p)
-                t = self.ddb(self.now + delay, "publish", writes=writes)
+                t = self.ddb(self.now + delay, "publish", writes=self.donate_writes(lease, pieces))
                 self.at(t, self.on_publish, node, lease, pieces)
 
     def on_publish(self, node: Node, lease: Lease, pieces: list[KeyRange]) -> None:
@@ -1117,7 +1120,7 @@ class Sim:
             # hunger is the hungry listers' own count (fleet.Lister._set_hungry): donors do not lower it.
             # Each piece goes to the shard its id hashes to (fleet.FleetStore._open_put).
             for p in pieces:
-                self.shards[zlib.crc32(p.id.encode()) % len(self.shards)].open.append(p)
+                self.shards[self.open_shard(p.id)].open.append(p)
             self.count(p.id for p in pieces)
             self.counter += k
             lease.donated.extend(pieces)
