@@ -125,7 +125,7 @@ import time
 import uuid
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -774,41 +774,31 @@ class FleetStore:
 
     def rollups(self) -> list[str]:
         """The latest roll-up of every lister that wrote one."""
-        out: list[str] = []
-        kw: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :p",
-            "ExpressionAttributeValues": {":p": {"S": self.rollup_pk}},
-            "ConsistentRead": True,
-        }
-        while True:
-            got = self.ddb.query(**kw)
-            out += [it["key"]["S"] for it in got.get("Items", ())]
-            if "LastEvaluatedKey" not in got:
-                return out
-            kw["ExclusiveStartKey"] = got["LastEvaluatedKey"]
+        return [it["key"]["S"] for it in self._query_all(self.rollup_pk)]
+
+    def _query_all(self, pk: str, **kw: Any) -> Iterator[dict[str, Any]]:
+        """Every item of partition key ``pk`` (strongly consistent), page after page (botocore's paginator);
+        ``kw`` adds to the Query (a filter, a projection, their names and values)."""
+        values = {":p": {"S": pk}, **kw.pop("ExpressionAttributeValues", {})}
+        pages = self.ddb.get_paginator("query").paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues=values,
+            ConsistentRead=True,
+            **kw,
+        )
+        for page in pages:
+            yield from page.get("Items", ())
 
     # leases
     def leases(self, *, expired_only: bool = False) -> list[Lease]:
-        kw: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :p",
-            "ExpressionAttributeValues": {":p": {"S": self.lease_pk}},
-            "ConsistentRead": True,
-        }
+        kw: dict[str, Any] = {}
         if expired_only:
             kw["FilterExpression"] = "#s = :leased AND lease_until < :now"
-            kw["ExpressionAttributeNames"] = {"#s": "state"}
-            kw["ExpressionAttributeValues"].update({":leased": {"S": "leased"}, ":now": _n(self.now_ms())})
+            kw["ExpressionAttributeNames"] = {"#s": "state", "#e": "end", "#o": "owner"}
+            kw["ExpressionAttributeValues"] = {":leased": {"S": "leased"}, ":now": _n(self.now_ms())}
             kw["ProjectionExpression"] = "pk, sk, start_after, #e, #o, lease_until, checkpoint, #s"
-            kw["ExpressionAttributeNames"].update({"#e": "end", "#o": "owner"})
-        out: list[Lease] = []
-        while True:
-            got = self.ddb.query(**kw)
-            out += [Lease.from_item(_item(raw)) for raw in got.get("Items", [])]
-            if not got.get("LastEvaluatedKey"):
-                return out
-            kw["ExclusiveStartKey"] = got["LastEvaluatedKey"]
+        return [Lease.from_item(_item(raw)) for raw in self._query_all(self.lease_pk, **kw)]
 
     def takeover(self, seen: Lease, owner: str, lease_s: float) -> Lease | None:
         try:
