@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .keys import common_prefix
+
 
 @dataclass(frozen=True)
 class DirKnowledge:
@@ -29,9 +31,7 @@ class DirKnowledge:
         prev = ""
         dirs = []
         for d in self.dirs:
-            n = 0
-            while n < min(len(prev), len(d)) and prev[n] == d[n]:
-                n += 1
+            n = len(common_prefix(prev, d))
             dirs.append([n, d[n:]])
             prev = d
         out = {
