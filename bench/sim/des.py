@@ -459,7 +459,25 @@ class Sim:
         retry included, at its pacer's next slot (fleet: the before-send hook waits for it)."""
         t = max(t, st.hold)
         if self.cfg.pace:
-            t = st.node.pacer.slot(t)
+            if t > self.now:  # ask the pacer when the attempt is due, as the fleet's before-send hook does
+                self.at(t, self.paced_issue, st, st.epoch, attempt)
+                return
+            self.paced_issue(st, st.epoch, attempt)
+            return
+        self.send(st, t, attempt)
+
+    def paced_issue(self, st: Stream, epoch: int, attempt: int) -> None:
+        """A paced attempt is due: send it at its slot, or ask again a window later (Pacer.slot)."""
+        if st.epoch != epoch or not st.node.alive:
+            return
+        pacer = st.node.pacer
+        at = pacer.slot(self.now)
+        if at is None:
+            self.at(self.now + pacer.window_s, self.paced_issue, st, epoch, attempt)
+            return
+        self.send(st, at, attempt)
+
+    def send(self, st: Stream, t: float, attempt: int) -> None:
         r0 = st.rank
         r1 = min(self.n, r0 + PAGE)
         sp = self.p.s3
@@ -495,13 +513,24 @@ class Sim:
         if outcome == SLOWDOWN:
             self.tick(1)
         if outcome != OK:
-            if attempt + 1 >= rp.max_attempts or node.quota < rp.throttling_retry_cost:
+            # a paced lister retries a 503 SlowDown after at most one pacer window, whatever botocore's
+            # retry quota says (fleet._Throttle.retry_delay through s3util's needs-retry hook); every other
+            # retry is botocore's standard mode
+            paced_slowdown = self.cfg.pace and outcome == SLOWDOWN
+            if attempt + 1 >= rp.max_attempts or (
+                node.quota < rp.throttling_retry_cost and not paced_slowdown
+            ):
                 res.giveups += 1
                 self.abandon(st, now)
                 return
-            node.quota -= rp.throttling_retry_cost
-            delay = self.rng.random() * min(rp.base_scale_s * 2**attempt, rp.max_backoff_s)
-            self.issue(st, now + delay, attempt + 1)
+            if node.quota >= rp.throttling_retry_cost:
+                node.quota -= rp.throttling_retry_cost
+            if paced_slowdown:
+                cap = min(2.0**attempt, node.pacer.window_s)
+            else:
+                base = rp.base_scale_s if outcome == SLOWDOWN else rp.non_throttling_base_s
+                cap = min(base * 2**attempt, rp.max_backoff_s)
+            self.issue(st, now + self.rng.random() * cap, attempt + 1)
             return
         node.quota = min(
             rp.quota_capacity, node.quota + (rp.throttling_retry_cost if attempt else rp.success_refund)

@@ -45,7 +45,8 @@ class RetryParams:
     # retry quota 500 tokens, a throttling retry costs 5, a success without retry refunds 1.
     # hpcstage.s3util.retry_config sets max_attempts=10.
     max_attempts: int = 10
-    base_scale_s: float = 1.0
+    base_scale_s: float = 1.0  # throttling errors (503 SlowDown)
+    non_throttling_base_s: float = 0.05  # other errors: 500, resets (ExponentialBackoff's default config)
     max_backoff_s: float = 20.0
     quota_capacity: int = 500
     throttling_retry_cost: int = 5

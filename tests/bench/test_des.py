@@ -74,7 +74,9 @@ def test_throttling_is_counted_and_exact() -> None:
     sim.s3_limit = 20  # a tiny partition: 20 requests/s
     res = sim.run()
     assert res.throttled > 0
-    assert 0 < res.min_pace_rate < 20  # paced below the partition rate
+    # paced from the partition's rate down towards it from above (pacing.Pacer), so the 503s stay a few
+    assert 20 <= res.min_pace_rate < 40
+    assert res.throttled < res.list_requests / 2
     assert res.exact, res.exact_detail
     # the timeline counts each answered page, 503, split attempt and split in the second it happened
     pages, slow, attempts, splits, dirs = (sum(col) for col in zip(*res.timeline, strict=True))

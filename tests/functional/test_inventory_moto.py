@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +319,70 @@ def test_repeat_audit_from_hints_and_diff(s3: Any, tmp_path: Path) -> None:
     assert second["objects"] == first["objects"] + 1
     assert second["diff"]["objects"] == 1 and second["diff"]["bytes"] == 500
     assert {"prefix": "lab/", "objects": 1, "bytes": 500} in second["diff"]["by_prefix"]
+
+
+def test_a_counter_with_a_throttle_delay_sets_the_wait_before_each_slowdown_retry(
+    s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fleet's listers retry a 503 SlowDown after the delay their counter names (fleet._Throttle:
+    at most the pacer's window) instead of botocore's backoff; a 500 keeps botocore's, and at the client's
+    attempt limit botocore's handler gives up as before."""
+    import botocore.endpoint
+    from botocore.awsrequest import AWSResponse
+    from botocore.exceptions import ClientError
+    from hpcstage.s3util import RequestCounter, count_requests, list_page, retry_config
+
+    seed("bkt", {f"k{i:04d}": (1, "STANDARD") for i in range(10)})
+    slow_body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+    error_body = (
+        b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>"
+    )
+
+    class _Raw:
+        def stream(self, **_: Any) -> Iterator[bytes]:
+            yield b""
+
+    def failing(answers: list[tuple[int, bytes]]) -> Callable[..., AWSResponse | None]:
+        it = iter(answers)
+
+        def fail(request: Any, **_: Any) -> AWSResponse | None:
+            status, body = next(it, (0, b""))
+            if not status:
+                return None
+            resp = AWSResponse(request.url, status, {}, _Raw())
+            resp._content = body  # noqa: SLF001 - botocore reads the body from here
+            return resp
+
+        return fail
+
+    slept: list[float] = []
+    monkeypatch.setattr(botocore.endpoint.time, "sleep", slept.append)
+    asked: list[int] = []
+
+    def delay(attempts: int) -> float:
+        asked.append(attempts)
+        return 0.125 * attempts
+
+    client = count_requests(boto3.client("s3", region_name="us-east-1", config=retry_config()))
+    fail = failing([(503, slow_body), (500, error_body), (503, slow_body)])
+    client.meta.events.register_first("before-send.s3.ListObjectsV2", fail)
+    counter = RequestCounter(throttle_delay=delay)
+    page = list_page(client, "bkt", "", counter=counter)
+    client.meta.events.unregister("before-send.s3.ListObjectsV2", fail)
+    assert len(page["Contents"]) == 10
+    assert asked == [1, 3]  # asked after the first and the third attempt (the 503s), not after the 500
+    assert slept[0] == 0.125 and slept[2] == 0.375  # botocore slept what the counter said
+    assert 0 <= slept[1] <= 0.05 * 2  # the 500: botocore's own jitter (50 ms base, second attempt)
+    assert (counter.requests, counter.retries, counter.throttled) == (4, 3, 2)
+
+    # at the limit (one retry allowed: two attempts), the second 503 is not retried
+    asked.clear()
+    client = count_requests(boto3.client("s3", region_name="us-east-1", config=retry_config(max_attempts=1)))
+    fail = failing([(503, slow_body), (503, slow_body)])
+    client.meta.events.register_first("before-send.s3.ListObjectsV2", fail)
+    counter = RequestCounter(throttle_delay=delay)
+    with pytest.raises(ClientError) as raised:
+        list_page(client, "bkt", "", counter=counter)
+    assert raised.value.response["Error"]["Code"] == "SlowDown"
+    assert asked == [1]
+    assert (counter.requests, counter.throttled) == (2, 2)

@@ -73,7 +73,20 @@ def test_the_rate_never_goes_below_one_request_per_window() -> None:
     p.record(0.3, sent=1, throttled=1)
     assert p.slot(1.0) == 1.0
     assert p.rate == pytest.approx(1.0)  # 1/s halved would be 0.5/s
-    assert (p.slot(1.0), p.slot(1.2)) == (2.0, 3.0)
+    assert (p.slot(1.0), p.slot(1.2)) == (2.0, None)  # 3.0 is more than a window ahead of 1.2
+
+
+def test_no_slot_is_reserved_more_than_a_window_ahead_so_the_end_of_the_pacing_frees_every_waiter() -> None:
+    p = Pacer(now=0.0)
+    p.record(0.5, sent=4, throttled=2)
+    assert p.slot(1.0) == 1.0 and p.rate == pytest.approx(3.0)  # 4/s x (1 - 0.5/2)
+    # eight streams ask at once: the slots of the next window go, the rest hold no reservation
+    slots = [p.slot(1.0) for _ in range(7)]
+    assert slots == [pytest.approx(1.0 + i / 3) for i in (1, 2, 3)] + [None] * 4
+    assert p.next_at == pytest.approx(2.0 + 1 / 3)  # the refused did not move it
+    # the window [1, 2) answered without a 503: unpaced, and the four that asked again go at once
+    p.record(1.5, sent=3, throttled=0)
+    assert [p.slot(2.0) for _ in range(4)] == [2.0] * 4 and p.rate is None
 
 
 def test_a_long_window_is_measured_over_its_length() -> None:

@@ -283,20 +283,35 @@ def _count_attempt(**_: Any) -> None:
         _SENT.n += 1
 
 
-def _count_slowdown(response: Any = None, **_: Any) -> None:
+def _count_slowdown(
+    response: Any = None, attempts: int | None = None, request_dict: Any = None, **_: Any
+) -> float | None:
     """``needs-retry`` handler: count an attempt S3 answered with 503 SlowDown (the request-rate signal the
-    listers pace on, hpcstage.inventory.pacing); 500s and resets are failures, not rate signals. Returns
-    None, so botocore's retry handler alone decides whether and when to retry."""
+    listers pace on, hpcstage.inventory.pacing); 500s and resets are failures, not rate signals.
+
+    Returns None, so botocore's retry handler decides whether and when to retry; except for a 503 SlowDown
+    on a counter with a ``throttle_delay``, below the client's attempt limit: then the retry waits that
+    delay (botocore's endpoint sleeps the first answer of its ``needs-retry`` handlers that is not None,
+    and this one, registered for the operation, is asked before botocore's own for the service)."""
     if getattr(_SENT, "n", None) is None:
-        return
+        return None
     slow = False
     if response is not None:
         http, parsed = response
         slow = http.status_code == 503 and parsed.get("Error", {}).get("Code") == "SlowDown"
     _SENT.slow += slow
     counter = _SENT.counter
-    if counter is not None and counter.after_attempt is not None:
+    if counter is None:
+        return None
+    if counter.after_attempt is not None:
         counter.after_attempt(slow)
+    if not slow or counter.throttle_delay is None or attempts is None:
+        return None
+    config = ((request_dict or {}).get("context") or {}).get("client_config")
+    limit = (getattr(config, "retries", None) or {}).get("total_max_attempts")
+    if limit is not None and attempts >= limit:
+        return None  # the last attempt: botocore's handler gives up
+    return counter.throttle_delay(attempts)
 
 
 def count_requests(client: Any) -> Any:
@@ -556,6 +571,7 @@ class RequestCounter:
         self,
         before_attempt: Callable[[], None] | None = None,
         after_attempt: Callable[[bool], None] | None = None,
+        throttle_delay: Callable[[int], float] | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self.requests = 0
@@ -563,6 +579,10 @@ class RequestCounter:
         self.throttled = 0
         self.before_attempt = before_attempt
         self.after_attempt = after_attempt
+        # How long a 503 SlowDown waits before its retry, given the attempts made so far, instead of
+        # botocore's backoff (up to 20 s); None: botocore's. The fleet's listers pace their attempts, so
+        # their retries need no backoff beyond the pacer's window (hpcstage.inventory.pacing).
+        self.throttle_delay = throttle_delay
 
     def add(self, requests: int, retries: int, throttled: int | None = None) -> None:
         with self._lock:

@@ -1135,16 +1135,33 @@ class _Throttle:
             self.pacer.record(self.clock(), 1, int(slowdown))
 
     def wait(self) -> None:
-        """Sleep until this attempt's slot (or until the lister nears its deadline)."""
-        with self.lock:
-            now = self.clock()
-            at = self.pacer.slot(now)
-        while at > now and not self.deadline():
-            time.sleep(min(0.05, at - now))
-            now = self.clock()
+        """Sleep until this attempt's slot (or until the lister nears its deadline); when the next window's
+        slots are all taken, sleep a window and ask again (``Pacer.slot``)."""
+        while True:
+            with self.lock:
+                now = self.clock()
+                at = self.pacer.slot(now)
+            granted = at is not None
+            if at is None:
+                at = now + self.pacer.window_s
+            while at > now and not self.deadline():
+                time.sleep(min(0.05, at - now))
+                now = self.clock()
+            if granted or self.deadline():
+                return
+
+    def retry_delay(self, attempts: int) -> float:
+        """The wait before retrying a 503 SlowDown after ``attempts`` attempts: botocore's full jitter
+        (rand x 2^(attempts-1) s) capped at the pacer's window instead of 20 s. The pacer already holds the
+        lister's rate to what the partition takes; a longer backoff only leaves the stream's range idle
+        after the partition has recovered (the simulator's 100M run: a stream in a multi-second backoff
+        held one of the last ranges)."""
+        return random.random() * min(2.0 ** (attempts - 1), self.pacer.window_s)
 
     def counter(self) -> RequestCounter:
-        return RequestCounter(before_attempt=self.wait, after_attempt=self.answered)
+        return RequestCounter(
+            before_attempt=self.wait, after_attempt=self.answered, throttle_delay=self.retry_delay
+        )
 
 
 class _Sink:

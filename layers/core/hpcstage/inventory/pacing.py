@@ -28,6 +28,13 @@ simulator: the backlog of full-jitter retries from the first overshoot kept the 
 seconds while the paced rate was cut below the cap). botocore's standard retry mode (quota, full-jitter
 backoff) stays: a retry waits for its backoff and then for its slot.
 
+A slot is reserved at most one window ahead. A slot further ahead would be kept even after the next window's
+decision ends the pacing or raises the rate: a lister paced down to a few requests a second with eight
+streams and their retries queued reservations six seconds ahead, and in the simulator its ranges were the
+last of a 100M listing, idle for those seconds while the partition had long stopped throttling (the
+tail of a run is the ranges such a lister holds). A request that finds the window's slots taken asks again
+one window later, under the rate of that window.
+
 Decisions are taken once per window (1 s: S3's rate is stated per second), so a burst of 503s caused by one
 overshoot is answered once, and the rate never goes below one request per window (the lister must send to
 observe). Attempts are reported when they are answered (botocore's needs-retry hook), not when their page
@@ -64,12 +71,16 @@ class Pacer:
         self.throttled += throttled
         self.throttles += throttled
 
-    def slot(self, now: float) -> float:
-        """Reserve the next request's slot: the time it may be sent (``now`` when unpaced or on time)."""
+    def slot(self, now: float) -> float | None:
+        """Reserve the next request's slot: the time it may be sent (``now`` when unpaced or on time); or
+        None when every slot up to one window ahead is taken: ask again ``window_s`` later, without a
+        reservation (see the module docstring)."""
         self._roll(now)
         if self.rate is None:
             return now
         at = max(now, self.next_at)
+        if at > now + self.window_s:
+            return None
         self.next_at = at + 1.0 / self.rate
         return at
 
