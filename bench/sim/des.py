@@ -77,6 +77,12 @@ class Config:
     static_ranges: int = 1000
     # engine
     min_split_pages: float = 8.0
+    # a split's directory requests go at once (lister.list_range); False: one after the other (the fleet
+    # before 2026-11-23)
+    parallel_explore: bool = True
+    # a busy lister reads the hunger shards after a page, at most every poll_s (fleet.Lister.wanted);
+    # False: on a timer every poll_s (the simulator before 2026-11-23)
+    page_poll: bool = True
     max_ways: int = 64
     memo: bool = (
         False  # skip split attempts on a cursor whose last attempt returned nothing (faster, inexact model)
@@ -273,6 +279,7 @@ class Node:
         "scan_every",
         "unrolled",
         "rolled",
+        "last_poll",
     )
 
     def __init__(self, nid: int, k: int, cpu_per_page: float, quota: int, home: int) -> None:
@@ -296,6 +303,7 @@ class Node:
         self.home = home
         self.last_exp = -1e9
         self.pages = 0
+        self.last_poll = -1e9
         self.scan_step = 0
         self.scan_every = 0.25
         self.unrolled = 0  # sidecars committed since the lister's last roll-up (fleet.Lister.write_rollup)
@@ -556,6 +564,9 @@ class Sim:
         if self.cfg.mode != "host" and st.since_ck >= self.cfg.ckpt_pages:
             self.checkpoint(st, tc, final=False)
             return
+        if self.cfg.page_poll and self.cfg.mode == "fleet" and self.now - node.last_poll >= self.cfg.poll_s:
+            # fleet.Lister.wanted, asked after every page: the hunger shards are read at most every poll_s
+            self.poll_hunger(node)
         self.maybe_split_local(st)
         self.next_page(st, max(tc, node.cpu_free))
 
@@ -616,16 +627,23 @@ class Sim:
             node.cpu_free = max(self.now, node.cpu_free) + self.cfg.split_cpu_s
         delay = 0.0
         sp = self.p.s3
-        for _ in range(MAX_EXPLORE):
-            query = st.cursor.explore(ways, self.policy)
-            if query is None:
+        sent = 0
+        while sent < MAX_EXPLORE:
+            limit = MAX_EXPLORE - sent if self.cfg.parallel_explore else 1
+            queries = st.cursor.explore_all(ways, self.policy, limit)
+            if not queries:
                 break
-            st.cursor.take_dirs(query, *self.dir_listing(query))
-            self.res.list_requests += 1
-            self.res.list_attempts += 1
-            self.res.dir_requests += 1
-            self.tick(4)
-            delay += (sp.latency_fixed_s + sp.latency_per_key_s * PAGE) * self.lognorm(sp.latency_sigma)
+            slowest = 0.0
+            for query in queries:
+                st.cursor.take_dirs(query, *self.dir_listing(query))
+                self.res.list_requests += 1
+                self.res.list_attempts += 1
+                self.res.dir_requests += 1
+                self.tick(4)
+                lat = (sp.latency_fixed_s + sp.latency_per_key_s * PAGE) * self.lognorm(sp.latency_sigma)
+                slowest = max(slowest, lat)
+            sent += len(queries)
+            delay += slowest  # sent at once (lister.list_range)
         if delay:
             st.hold = max(st.hold, self.now + delay)
         pieces = st.cursor.split(ways, self.policy, self.new_id)
@@ -1102,8 +1120,13 @@ class Sim:
         for lease in node.leases:
             if not lease.done and lease.owner is node and now - lease.renewed > cfg.lease_s / 3:
                 self.at(self.ddb(now, "heartbeat", writes={lease.part: 1}), self.on_heartbeat, node, lease)
-        reads = {f"shard:{i}": 1 for i in range(cfg.shards)}
-        self.at(self.ddb(now, "poll_busy", reads=reads), self.on_busy_poll, node)
+        if not cfg.page_poll:
+            self.poll_hunger(node)
+
+    def poll_hunger(self, node: Node) -> None:
+        node.last_poll = self.now
+        reads = {f"shard:{i}": 1 for i in range(self.cfg.shards)}
+        self.at(self.ddb(self.now, "poll_busy", reads=reads), self.on_busy_poll, node)
 
     def on_heartbeat(self, node: Node, lease: Lease) -> None:
         if node.alive and lease.owner is node:

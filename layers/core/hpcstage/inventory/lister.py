@@ -121,6 +121,30 @@ def list_range(
         ThreadPoolExecutor(1, thread_name_prefix="list-ahead") if opts.prefetch and source is None else None
     )
     ahead: tuple[dict[str, Any], Future[dict[str, Any]]] | None = None
+    dirs_pool: ThreadPoolExecutor | None = None  # directory requests sent beside the stream's own
+
+    def explore(ways: int) -> None:
+        """A remainder that crosses directories is cut at the directories S3 names: the levels it spans are
+        asked at once (each request asks about a level of its own), so a split waits for one answer, not
+        for one after the other (the fleet's ramp: bench/RESULTS.md)."""
+        nonlocal dirs_pool
+        sent = 0
+        while sent < MAX_EXPLORE:
+            queries = cursor.explore_all(ways, policy, MAX_EXPLORE - sent)
+            if not queries:
+                return
+            if len(queries) > 1 and dirs_pool is None:
+                dirs_pool = ThreadPoolExecutor(MAX_EXPLORE - 1, thread_name_prefix="list-dirs")
+            rest = (
+                [dirs_pool.submit(list_dirs, s3, bucket, q, counter=counter) for q in queries[1:]]
+                if dirs_pool
+                else []
+            )
+            answers = [list_dirs(s3, bucket, queries[0], counter=counter), *(f.result() for f in rest)]
+            for query, answer in zip(queries, answers, strict=True):
+                cursor.take_dirs(query, *answer)
+            sent += len(queries)
+
     try:
         while not cursor.done:
             if source is not None:
@@ -149,12 +173,7 @@ def list_range(
             if give is not None and new_id is not None:
                 w = wanted()
                 if w > 0 and source is None:
-                    # a remainder that crosses directories is cut at the directories S3 names
-                    for _ in range(MAX_EXPLORE):
-                        query = cursor.explore(w + 1, policy)
-                        if query is None:
-                            break
-                        cursor.take_dirs(query, *list_dirs(s3, bucket, query, counter=counter))
+                    explore(w + 1)
                 if w > 0:
                     pieces = cursor.split(w + 1, policy, new_id)
                     if pieces:
@@ -175,6 +194,8 @@ def list_range(
             # a request sent ahead and not used: wait for it, so that it is counted before the counts are read
             # (its outcome, an error included, no longer matters)
             ahead_pool.shutdown(wait=True)
+        if dirs_pool is not None:
+            dirs_pool.shutdown(wait=True)
     final = cursor.range
     remainder: list[KeyRange] = []
     checkpoint = None

@@ -500,7 +500,15 @@ class Cursor:
         return self.dir_cuts[i:j]
 
     def explore(self, ways: int, policy: SplitPolicy | None = None) -> dict[str, Any] | None:
-        """The Delimiter request worth sending before a ``ways``-way split, or None.
+        """The first of ``explore_all``'s requests, or None."""
+        queries = self.explore_all(ways, policy, limit=1)
+        return queries[0] if queries else None
+
+    def explore_all(
+        self, ways: int, policy: SplitPolicy | None = None, limit: int = MAX_EXPLORE
+    ) -> list[dict[str, Any]]:
+        """The Delimiter requests worth sending before a ``ways``-way split (at most ``limit``), shallowest
+        level first; the caller may send them at once, since each asks about a level of its own.
 
         Only a remainder that reaches past the directory ``pos`` is in, and is not known to be too small to
         split, is asked about: each level it spans once, shallowest first. The shallowest is asked from
@@ -509,24 +517,26 @@ class Cursor:
         (adding Bucket) and hands the CommonPrefixes to ``take_dirs``.
         """
         if self.done or ways < 2 or not self.pages or self.pos is None:
-            return None
+            return []
         levels = self._leaf_crossed()
         if levels is None:
-            return None
+            return []
         if policy is not None:
             est, _ = self._crossing_pages(policy.page_keys)
             if est is not None and est < 2 * policy.min_split_pages:
-                return None  # split would refuse it anyway
-        needed = self._needed_levels(levels)
-        for i, level in enumerate(needed):
+                return []  # split would refuse it anyway
+        out: list[dict[str, Any]] = []
+        for i, level in enumerate(self._needed_levels(levels)):
             if level in self.explored:
                 continue
+            if len(out) >= limit:
+                break
             params: dict[str, Any] = {"Delimiter": DIR_DELIMITER, "MaxKeys": 1000}
             params["StartAfter"] = self.pos if i == 0 else level
             if level:
                 params["Prefix"] = level
-            return params
-        return None
+            out.append(params)
+        return out
 
     def take_dirs(
         self, request: dict[str, Any], common_prefixes: Sequence[str], truncated: bool = False
