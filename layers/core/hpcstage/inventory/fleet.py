@@ -1869,8 +1869,8 @@ def remove_orphan_parts(s3: Any, cfg: FleetConfig, results: Sequence[ShardResult
     out = cfg.store(s3)
     try:
         earlier = set(json.loads(out.get_bytes(ORPHANS_KEY))["removed"])
-    except ClientError as err:
-        if err.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
+    except ClientError as absent:
+        if absent.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
             raise
         earlier = set()
     named = {f"{cfg.root}/{p.key}" for r in results for p in r.parts}
