@@ -51,7 +51,9 @@ The protocol (every write conditional, so a lister that lost a race or its lease
 - **completion**: a transaction returns no values, so whoever finishes a range then reads its own counter
   item (consistent GetItem); if that is 0 it reads all 16 in one TransactGetItems and, when they sum to 0,
   tries ``UpdateItem SET notified = task_token, complete = true`` conditioned on ``notified <> task_token``:
-  exactly one caller per launch wins and calls SendTaskSuccess {done: true}. The launcher tries the same
+  exactly one caller per launch wins and calls SendTaskSuccess {done: true}; a lister that wins first
+  reduces the run itself when it has the time (``Lister.reduce_here``) and answers {done: true, reduced:
+  <reduce_run's output>}, so the state machine skips its Reduce state. The launcher tries the same
   after writing a new token, so a run that finished while a launch timed out is still reported. The last
   lister of a launch to exit (``live`` reaches 0, the run not ``complete``) reads the sum: with work left it
   reports {done: false} so the state machine launches again without waiting for its task timeout; with none
