@@ -49,6 +49,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         memo=args.memo,
         counter_shards=args.counter_shards,
         split_cpu_s=args.split_cpu,
+        reduce_in_lister=args.reduce_in_lister == "on",
     )
     paces = [False, True] if args.pace == "both" else [args.pace == "on"]
     out: list[Config] = []
@@ -165,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         default=COUNTER_SHARDS,
         help="items the fleet's outstanding-range count is spread over (default: fleet.COUNTER_SHARDS, as "
         "fleet.py; 1: the one meta item of the fleet before issue 9)",
+    )
+    ap.add_argument(
+        "--reduce-in-lister",
+        choices=("on", "off"),
+        default="on",
+        help="the lister that ends the listing reduces the run (default, as fleet.Lister.reduce_here); off: a "
+        "Reduce Lambda after SendTaskSuccess (Config.reduce_fixed_s), the path before",
     )
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")

@@ -10,7 +10,8 @@ splits ``wanted + 1`` ways and queues the pieces) in virtual time, for:
 - ``fleet``: a launcher Lambda starts L listers with asynchronous Invoke; each runs K streams over a local
   pool; across listers a DynamoDB store (modelled: latency draws and per-partition capacity) holds open
   ranges in S shards, a sharded hunger counter, leases with their checkpoints, and an outstanding-range
-  counter whose decrement to zero ends the listing (SendTaskSuccess, then the reduce). As in fleet.py, a
+  counter whose decrement to zero ends the listing (the winning lister reduces, then SendTaskSuccess:
+  ``Config.reduce_in_lister``; or SendTaskSuccess, then a Reduce Lambda). As in fleet.py, a
   split for the lister's own idle streams goes through the store too: a donate transaction, a claim by the
   stream that takes the piece, and a finish transaction on the counter (before 2026-11-23 the simulator
   kept such pieces in memory: no DynamoDB latency, no write on the counter item). The counter is spread over
@@ -43,7 +44,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, overload
 
-from hpcstage.inventory.fleet import COUNTER_SHARDS
+from hpcstage.inventory.fleet import COUNTER_SHARDS, REDUCE_MARGIN_S
 from hpcstage.inventory.keys import ByteInterval
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.pacing import Pacer
@@ -106,8 +107,13 @@ class Config:
     launcher_threads: int = 32
     invoke_s: float = 0.02
     send_success_s: float = 0.05
-    reduce_fixed_s: float = 1.0
+    reduce_fixed_s: float = 1.0  # the Reduce Lambda's cold start (and Step Functions' hop to it)
     reduce_parallel: int = 64
+    # The lister that ends the listing reduces the run itself (fleet.Lister.reduce_here) when its Lambda has
+    # REDUCE_MARGIN_S of lister_timeout_s left: its reads and writes, then SendTaskSuccess, no Reduce Lambda.
+    # False: the path before (and the fallback): SendTaskSuccess, then the Reduce Lambda (reduce_fixed_s).
+    reduce_in_lister: bool = True
+    lister_timeout_s: float = 900.0
     cold_sigma: float = 0.2
 
     def label(self) -> str:
@@ -365,6 +371,9 @@ class Result:
     min_pace_rate: float = 0.0  # the lowest pacing rate any lister set, requests/s (0: never paced)
     rollups: int = 0  # roll-ups the listers wrote (fleet.Lister.write_rollup)
     reduce_reads: int = 0  # statistics objects the reduce read: a roll-up per lister, the sidecars they miss
+    reduce_in_lister: bool = (
+        False  # the winning lister reduced the run (Config.reduce_in_lister, and time left)
+    )
     # per second of the run: [pages answered, 503s, split attempts, splits, directory requests]
     timeline: list[list[int]] = field(default_factory=list)
 
@@ -1200,22 +1209,34 @@ class Sim:
         t = self.completion_read(self.now, rid, self.count(finished=rid), last=self.counter == 0)
         if self.counter == 0:
             if t > self.now:
-                self.at(t, self.all_done, t)
+                self.at(t, self.all_done, t, node)
             else:
-                self.all_done(self.now)
+                self.all_done(self.now, node)
 
-    def all_done(self, t: float) -> None:
+    def all_done(self, t: float, winner: Node | None = None) -> None:
+        """The listing ended at ``t``, seen by ``winner`` (the lister whose finish brought the count to 0)."""
         cfg = self.cfg
         sp = self.p.s3
         self.list_end = t
-        t_ok = t + cfg.send_success_s
         get_mean = sp.get_latency_s * math.exp(sp.latency_sigma**2 / 2)
         put_mean = sp.put_latency_s * math.exp(sp.latency_sigma**2 / 2)
         # fleet.reduce_run reads each lister's last roll-up and the sidecars no roll-up covers
         reads = sum(1 for node in self.nodes if node.rolled) + sum(node.unrolled for node in self.nodes)
         self.res.reduce_reads = reads
-        reduce_s = cfg.reduce_fixed_s + math.ceil(reads / cfg.reduce_parallel) * get_mean + put_mean
-        self.end = t_ok + reduce_s
+        work_s = math.ceil(reads / cfg.reduce_parallel) * get_mean + put_mean
+        in_lister = (
+            cfg.reduce_in_lister
+            and cfg.mode == "fleet"
+            and winner is not None
+            and cfg.lister_timeout_s - (t - winner.invoked) >= REDUCE_MARGIN_S
+        )
+        self.res.reduce_in_lister = in_lister
+        if in_lister:  # reduce, then SendTaskSuccess; AllListed goes straight to NotifyCompleted
+            reduce_s = work_s
+            self.end = t + reduce_s + cfg.send_success_s
+        else:  # SendTaskSuccess, then the Reduce state's Lambda
+            reduce_s = cfg.reduce_fixed_s + work_s
+            self.end = t + cfg.send_success_s + reduce_s
         self.res.phases["list_end"] = t
         self.res.phases["reduce_s"] = reduce_s
         writes = {f"shard:{i}": 1 for i in range(cfg.shards)}
@@ -1296,16 +1317,19 @@ class Sim:
             gb_s += max(0.0, stop - node.invoked) * lp.memory_gb
         launcher = res.phases.get("launcher_done", 0.0) - self.cfg.sfn_start_s
         reduce_s = res.phases.get("reduce_s", 0.0)
-        gb_s += launcher * 1.0 + reduce_s * 2.0
+        # the Reduce function has 2 GB; a lister that reduces bills it at its own memory
+        gb_s += launcher * 1.0 + reduce_s * (lp.memory_gb if res.reduce_in_lister else 2.0)
         res.lambda_gb_s = gb_s
         for (p, _), c in self.ddb_w.items():
             if c > res.ddb_peak_write:
                 res.ddb_peak_write, res.ddb_peak_write_part = c, p
         res.ddb_peak_read = max(self.ddb_r.values(), default=0)
-        transitions = 6
+        # a lister that reduces spares the Reduce state (one transition) and the Reduce function's invoke
+        transitions = 5 if res.reduce_in_lister else 6
+        invokes = len(self.nodes) + (1 if res.reduce_in_lister else 2)
         res.cost = {
             "list": res.list_requests * self.p.s3.list_price_per_1000 / 1000,
-            "lambda": gb_s * lp.price_gb_s + (len(self.nodes) + 2) * lp.price_per_request,
+            "lambda": gb_s * lp.price_gb_s + invokes * lp.price_per_request,
             "sfn": transitions * self.p.sfn.price_per_transition,
             "dynamodb": res.ddb_wru * 1.25e-6 + res.ddb_rru * 0.25e-6,
             # PUTs: each part and its sidecar, the roll-ups, the reduce's outputs; GETs: the reduce's reads

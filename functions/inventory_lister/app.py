@@ -1,4 +1,5 @@
-"""One lister of the fleet (invoked asynchronously by the launcher): several streams, work stolen via DynamoDB."""
+"""One lister of the fleet (invoked asynchronously by the launcher): several streams, work stolen via DynamoDB;
+the one that reports the run complete reduces it first when it has the time (fleet.Lister.reduce_here)."""
 
 import os  # noqa: F401
 from typing import Any
@@ -28,4 +29,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         source_s3=clients.source_s3(AccessOptions.from_dict(event["config"].get("access"))),
     )
     metrics.add_metric(name="PagesListed", unit=MetricUnit.Count, value=out["pages"])
+    reduced = out.get("reduced")
+    if reduced is not None:  # this lister won the completion and reduced the run: the reduce's metrics
+        metrics.add_metric(name="Objects", unit=MetricUnit.Count, value=reduced["objects"])
+        metrics.add_metric(name="ListRequests", unit=MetricUnit.Count, value=reduced["list_requests"])
     return out

@@ -168,3 +168,29 @@ def test_the_counter_is_spread_as_in_the_fleet_and_read_after_each_finish() -> N
     assert all(n == 0 for n in sim.item_counts.values())  # every range counted once, uncounted once
     one = simulate(ks, Config(mode="fleet", listers=4, per_lister=8, counter_shards=1), seed=1)
     assert "count_own" not in one.ddb_calls and "count_all" not in one.ddb_calls
+
+
+def test_the_winning_lister_reduces_without_the_reduce_lambdas_hop_unless_told_not_to() -> None:
+    """Config.reduce_in_lister (fleet.Lister.reduce_here): the same run, same seed, lists identically; with the
+    flag the reduce's reads and writes follow the listing's end directly, without it (the old path, and the
+    fallback) the Reduce Lambda's reduce_fixed_s comes on top; a winner with less than REDUCE_MARGIN_S of
+    lister_timeout_s left takes the old path."""
+    ks = make_any("uniform", 200_000)
+    runs = {
+        flag: Sim(ks, Config(mode="fleet", listers=6, per_lister=4, reduce_in_lister=flag), seed=1).run()
+        for flag in (True, False)
+    }
+    new, old = runs[True], runs[False]
+    assert new.exact and old.exact
+    assert (new.reduce_in_lister, old.reduce_in_lister) == (True, False)
+    assert new.phases["list_end"] == old.phases["list_end"] and new.reduce_reads == old.reduce_reads
+    assert old.phases["reduce_s"] - new.phases["reduce_s"] == pytest.approx(Config().reduce_fixed_s)
+    assert old.makespan - new.makespan == pytest.approx(Config().reduce_fixed_s)
+    assert new.makespan == pytest.approx(
+        new.phases["list_end"] + new.phases["reduce_s"] + Config().send_success_s
+    )
+    assert (new.cost["sfn"], old.cost["sfn"]) == pytest.approx((5 * 0.000025, 6 * 0.000025))
+    # a lister timeout that leaves the winner less than REDUCE_MARGIN_S: the Reduce Lambda after all
+    short = Config(mode="fleet", listers=6, per_lister=4, lister_timeout_s=fleet.REDUCE_MARGIN_S)
+    late = Sim(ks, short, seed=1).run()
+    assert not late.reduce_in_lister and late.makespan == pytest.approx(old.makespan)

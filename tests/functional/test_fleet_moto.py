@@ -134,8 +134,9 @@ def run_fleet(
     events: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] = lambda e: e,
     on_started: Callable[[list[threading.Thread], dict[int, BaseException]], None] | None = None,
     stagger: float = 0.0,
+    sfn: FakeSfn | None = None,
 ) -> tuple[dict[str, Any], FakeSfn, dict[int, BaseException]]:
-    sfn, lam = FakeSfn(), FakeLambda()
+    sfn, lam = sfn or FakeSfn(), FakeLambda()
     cfg.max_listers = listers
     fleet.launch(
         s3=s3, ddb=ddb, sfn=sfn, lam=lam, cfg=cfg, token="tok-1", lister_function="lister", clock=clock
@@ -209,6 +210,20 @@ def check_exact(s3: Any, cfg: fleet.FleetConfig, summary: dict[str, Any], object
     assert sorted(got, key=lambda k: k.encode()) == keys
 
 
+def timeless(out: dict[str, Any]) -> dict[str, Any]:
+    """An execution's output less ``seconds`` (the run's duration up to its reduce's ``finished``)."""
+    return {k: v for k, v in out.items() if k != "seconds"}
+
+
+def answers(sfn: FakeSfn) -> list[dict[str, Any]]:
+    """The completion answers ({done: true}), each ``reduced`` output without its ``seconds``."""
+    return [
+        {**out, "reduced": timeless(out["reduced"])} if "reduced" in out else out
+        for _, out in sfn.calls
+        if out.get("done")
+    ]
+
+
 def shape(name: str, n: int, rng: random.Random) -> dict[str, tuple[int, str]]:
     if name == "hex":
         keys = [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(n)]
@@ -234,7 +249,8 @@ def test_exact_listing_of_key_shapes(aws: tuple[Any, Any], name: str) -> None:
     summary, sfn, errors = run_fleet(s3, ddb, cfg)
     assert not errors
     check_exact(s3, cfg, summary, objects)
-    assert [out for _, out in sfn.calls if out.get("done")] == [{"done": True}]  # exactly one completion
+    # exactly one completion, by the lister that reduced the run (reduce_run again gives the same output)
+    assert answers(sfn) == [{"done": True, "reduced": timeless(summary)}]
     assert summary["ranges_listed"] > 1  # the root range was split among the streams
 
 
@@ -701,3 +717,143 @@ def test_a_relaunch_of_a_complete_run_reports_it_without_listers(aws: tuple[Any,
     out = fleet.launch(s3=s3, ddb=ddb, sfn=sfn, lam=lam, cfg=cfg, token="tok-2", lister_function="lister")
     assert out["listers"] == 0 and lam.events == []
     assert sfn.calls == [("tok-2", {"done": True})]
+
+
+# --------------------------------------------------------------------------------------------------
+# The lister that reports the run complete reduces it (fleet.Lister.reduce_here); else the Reduce state
+# --------------------------------------------------------------------------------------------------
+
+
+def test_the_winning_lister_reduces_the_run_and_answers_with_its_output(aws: tuple[Any, Any]) -> None:
+    """Given a run, the lister that wins the completion runs reduce_run before SendTaskSuccess: the answer
+    carries the run's exact totals, and summary.json and the manifest are written by then."""
+    s3, ddb = aws
+    objects = shape("hot", 900, random.Random(3))
+    seed("bkt", objects)
+    cfg = config()
+
+    @dataclass
+    class Watching(FakeSfn):
+        written: list[str] = field(default_factory=list)  # the run's top-level outputs when it answered
+
+        def send_task_success(self, taskToken: str, output: str) -> None:  # noqa: N803 - boto3's names
+            listed = s3.list_objects_v2(Bucket=RESULTS, Prefix=f"{cfg.root}/", Delimiter="/")
+            self.written += [o["Key"].removeprefix(f"{cfg.root}/") for o in listed.get("Contents", ())]
+            super().send_task_success(taskToken, output)
+
+    watching = Watching()
+    summary, sfn, errors = run_fleet(s3, ddb, cfg, listers=3, sfn=watching)
+    assert not errors
+    check_exact(s3, cfg, summary, objects)
+    keys, total = expected(objects)
+    [(token, answer)] = [(t, out) for t, out in sfn.calls if out.get("done")]
+    assert token == "tok-1" and answer["reduced"]["objects"] == len(keys) == 900
+    assert answer["reduced"]["bytes"] == total and timeless(answer["reduced"]) == timeless(summary)
+    assert answer["reduced"]["summary"] == f"s3://{RESULTS}/{cfg.root}/summary.json"
+    # the run's outputs were in place when the answer went out
+    assert {"manifest.json", "summary.json", "report.txt", "report.html", "ranges.json"} <= set(
+        watching.written
+    )
+
+
+def test_a_winner_short_of_time_leaves_the_reduce_to_the_state_machine(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a lister with less than REDUCE_MARGIN_S left (run_fleet's listers have 900 s), the winner answers
+    {done: true} alone and writes no output: the Reduce state reduces."""
+    s3, ddb = aws
+    objects = shape("hex", 400, random.Random(2))
+    seed("bkt", objects)
+    monkeypatch.setattr(fleet, "REDUCE_MARGIN_S", 900.001)
+    cfg = config()
+    calls: list[int] = []
+    real = fleet.reduce_run
+    monkeypatch.setattr(fleet, "reduce_run", lambda **kw: calls.append(1) or real(**kw))
+    summary, sfn, errors = run_fleet(s3, ddb, cfg, listers=2)
+    assert not errors and calls == [1]  # run_fleet's reduce (the Reduce state's) only
+    assert answers(sfn) == [{"done": True}]
+    check_exact(s3, cfg, summary, objects)
+
+
+def test_an_audit_is_reduced_by_the_reduce_state(aws: tuple[Any, Any]) -> None:
+    """An audit's object-level diff reads every part of two runs (minutes at 1B objects): never in a lister."""
+    s3, ddb = aws
+    objects = shape("hex", 300, random.Random(4))
+    seed("bkt", objects)
+    first, sfn, _ = run_fleet(s3, ddb, config())
+    assert answers(sfn) == [{"done": True, "reduced": timeless(first)}]
+    summary, sfn, errors = run_fleet(s3, ddb, config(audit=True))
+    assert not errors and answers(sfn) == [{"done": True}]
+    assert summary["diff"] == {
+        "objects": 0,
+        "bytes": 0,
+        "added": {"objects": 0, "bytes": 0},
+        "removed": {"objects": 0, "bytes": 0},
+        "changed": {"objects": 0, "bytes": 0},
+    }
+
+
+def test_a_lister_whose_reduce_raises_logs_it_and_answers_done_alone(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lister's reduce_run raises IncompleteInventoryError: the answer is {done: true} without ``reduced``,
+    so the Reduce state runs reduce_run again and reports what it finds (here: the run, complete)."""
+    from hpcstage.errors import IncompleteInventoryError
+
+    s3, ddb = aws
+    objects = shape("hex", 300, random.Random(6))
+    seed("bkt", objects)
+    real = fleet.reduce_run
+    calls: list[int] = []
+
+    def first_fails(**kw: Any) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise IncompleteInventoryError("statistics count 299 objects, the leases 300")
+        return real(**kw)
+
+    monkeypatch.setattr(fleet, "reduce_run", first_fails)
+    cfg = config()
+    with caplog.at_level("ERROR", logger="hpcstage.inventory.fleet"):
+        summary, sfn, errors = run_fleet(s3, ddb, cfg, listers=2)
+    assert not errors and calls == [1, 1]
+    assert answers(sfn) == [{"done": True}]
+    [record] = [r for r in caplog.records if r.name == "hpcstage.inventory.fleet"]
+    assert (
+        record.getMessage() == f"run {cfg.run_id}: the lister's reduce failed; the Reduce state runs it again"
+    )
+    assert str(record.exc_info[1]) == "statistics count 299 objects, the leases 300"  # type: ignore[index]
+    check_exact(s3, cfg, summary, objects)
+
+
+def test_a_reduce_run_again_after_a_partial_attempt_gives_the_same_output(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reduce_run is idempotent: after an attempt that removed an orphan part and then failed before the
+    summary, the next attempt reports that orphan too; an audit reduced twice (its _latest pointer already
+    names the run) returns the same diff, not a diff against itself."""
+    s3, ddb = aws
+    objects = shape("hex", 500, random.Random(8))
+    seed("bkt", objects)
+    monkeypatch.setattr(fleet, "REDUCE_MARGIN_S", 900.001)  # the listers leave the reduce to this test
+    cfg = config()
+    orphan = f"{cfg.root}/data/r-lost-0000.parquet"
+    s3.put_object(Bucket=RESULTS, Key=orphan, Body=b"PAR1 left by a lister that lost its lease")
+    real_finalize = fleet.finalize
+    monkeypatch.setattr(fleet, "finalize", lambda *a, **kw: (_ for _ in ()).throw(OSError("S3 went away")))
+    with pytest.raises(OSError, match="S3 went away"):
+        run_fleet(s3, ddb, cfg)
+    assert "Contents" not in s3.list_objects_v2(Bucket=RESULTS, Prefix=orphan)  # removed by that attempt
+    monkeypatch.setattr(fleet, "finalize", real_finalize)
+    summary = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
+    check_exact(s3, cfg, summary, objects)
+    full = json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/summary.json")["Body"].read())
+    assert full["orphan_parts_removed"] == 1
+    assert timeless(fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)) == timeless(summary)
+    # an audit: one change since the first run, reduced twice
+    seed("bkt", {"zz-new": (7, "STANDARD")})
+    audit = config(audit=True)
+    first, _, _ = run_fleet(s3, ddb, audit)
+    assert first["diff"]["added"] == {"objects": 1, "bytes": 7}
+    again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=audit)
+    assert again == first

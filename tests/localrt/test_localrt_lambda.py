@@ -101,6 +101,57 @@ def test_event_invocations_run_the_handler_in_the_background(
     assert counter.read_text() == "1"
 
 
+def test_the_emulator_stops_after_the_event_invocations_still_running_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An asynchronous invocation that outlives the execution it served (the fleet's lister that reduced a run
+    answers, then writes its exit to DynamoDB) ends before LocalAws stops the emulator under it; the wait is
+    bounded, and names what is still running when it gives up."""
+    code_dir = write_function(
+        tmp_path,
+        "waiter",
+        "import pathlib, time\n"
+        "import boto3\n\n"
+        "def lambda_handler(event, context):\n"
+        "    go = pathlib.Path(event['go'])\n"
+        "    for _ in range(600):  # bounded: 30 s\n"
+        "        if go.exists():\n"
+        "            break\n"
+        "        time.sleep(0.05)\n"
+        "    # the rest of its work, after the execution it served has ended, needs the emulator\n"
+        "    sts = boto3.client('sts', endpoint_url=event['endpoint'])\n"
+        "    for _ in range(20):\n"
+        "        sts.get_caller_identity()\n"
+        "        time.sleep(0.1)\n"
+        "    pathlib.Path(event['path']).write_text('finished' if go.exists() else 'gave up')\n",
+    )
+    go, done = tmp_path / "go", tmp_path / "done.txt"
+    with LocalAws() as local:
+        role = local.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        local.client("lambda").create_function(
+            FunctionName="waiter",
+            Runtime="python3.12",
+            Role=role,
+            Handler="app.lambda_handler",
+            Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+        )
+        local.register_function("waiter", code_dir)
+        response = local.client("lambda").invoke(
+            FunctionName="waiter",
+            InvocationType="Event",
+            Payload=json.dumps({"go": str(go), "path": str(done), "endpoint": local.endpoint_url}).encode(),
+        )
+        assert response["StatusCode"] == 202
+        assert motopatch.drain_event_invocations(0.0) == ["waiter"]  # waiting for its go: still running
+        # its go comes as the emulator begins to stop (as a lister's exit follows the end of its execution)
+        stop = LocalAws._stop_running_executions
+        monkeypatch.setattr(
+            LocalAws, "_stop_running_executions", lambda self: (go.write_text(""), stop(self))
+        )
+    assert done.read_text() == "finished"  # LocalAws waited for it before stopping
+    assert motopatch.drain_event_invocations(0.0) == []
+
+
 def test_unregistered_functions_keep_motos_echo(aws: tuple[LocalAws, Any]) -> None:
     local, deployed = aws
     lam = local.client("lambda")

@@ -57,12 +57,29 @@ def entered(res: Any) -> list[str]:
     return [e["stateEnteredEventDetails"]["name"] for e in res.history if e["type"].endswith("StateEntered")]
 
 
+def scheduled_functions(res: Any, stack: Any) -> list[str]:
+    """The logical ids of the functions the execution's Task states invoked, in order."""
+    _, deployed = stack
+    names = {
+        deployed.arn(f): f.removeprefix("Fleet").removesuffix("Function")
+        for f in ("FleetLaunchFunction", "FleetReduceFunction")
+    }
+    return [
+        names[json.loads(e["taskScheduledEventDetails"]["parameters"])["FunctionName"]]
+        for e in res.history
+        if e["type"] == "TaskScheduled" and e["taskScheduledEventDetails"]["resourceType"] == "lambda"
+    ]
+
+
 def test_a_run_writes_every_artefact_of_an_inventory(local_stack: Any) -> None:
     objects = {f"d{i % 3}/f{i:05d}": (i, "GLACIER" if i % 7 == 0 else "STANDARD") for i in range(1200)}
     bucket = make_bucket(local_stack, objects)
     res = run(local_stack, {"bucket": bucket, "max_listers": 2, "streams": 2, "stats_depth": 2})
     assert res.status == "SUCCEEDED", (res.error, res.cause)
-    assert entered(res) == ["ValidateInput", "Launch", "AllListed", "Reduce", "NotifyCompleted", "Done"]
+    # the lister that reported the run complete reduced it: the Reduce state (the only one that invokes the
+    # reduce function) was skipped
+    assert entered(res) == ["ValidateInput", "Launch", "AllListed", "NotifyCompleted", "Done"]
+    assert scheduled_functions(res, local_stack) == ["Launch", "Launch"]  # ValidateInput, Launch
     out = res.output
     results_bucket = out["summary"][len("s3://") :].split("/", 1)[0]
     root = out["summary"][len("s3://") :].split("/", 1)[1].rsplit("/", 1)[0]
@@ -105,6 +122,54 @@ def test_a_run_writes_every_artefact_of_an_inventory(local_stack: Any) -> None:
     ]
     latest = json.loads(get(local_stack, results_bucket, latest_key("inventory", bucket, "")))
     assert latest == {"root": root, "finished": summary["finished"]}
+
+
+def test_a_lister_short_of_time_leaves_the_reduce_to_the_reduce_state_with_the_same_output(
+    local_stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given the same bucket twice, one lister of one stream (the same requests each time): reduced in the
+    lister, then by the Reduce state because the winner has less than REDUCE_MARGIN_S left (the template's
+    listers have 900 s). The two executions end with the same output (but where it is, and how long it took)."""
+    objects = {f"d{i % 4}/f{i:05d}": (i, "STANDARD") for i in range(700)}
+    bucket = make_bucket(local_stack, objects)
+    event = {"bucket": bucket, "max_listers": 1, "streams": 1}
+    fast = run(local_stack, event)
+    assert fast.status == "SUCCEEDED", (fast.error, fast.cause)
+    assert scheduled_functions(fast, local_stack) == ["Launch", "Launch"]
+    monkeypatch.setattr(fleet, "REDUCE_MARGIN_S", 901.0)
+    slow = run(local_stack, event)
+    assert slow.status == "SUCCEEDED", (slow.error, slow.cause)
+    assert entered(slow) == ["ValidateInput", "Launch", "AllListed", "Reduce", "NotifyCompleted", "Done"]
+    assert scheduled_functions(slow, local_stack) == ["Launch", "Launch", "Reduce"]
+
+    def where_and_when(out: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in out.items() if k not in ("summary", "seconds")}
+
+    assert where_and_when(slow.output) == where_and_when(fast.output)
+    assert (fast.output["objects"], fast.output["bytes"]) == (700, sum(range(700)))
+    assert set(slow.output) == set(fast.output)
+
+
+def test_a_run_the_listers_reduce_finds_incomplete_fails_as_before_in_the_reduce_state(
+    local_stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reduce_run raises IncompleteInventoryError in the winning lister and again in the Reduce state: the
+    execution fails through NotifyFailed with that error and message, as it did before listers reduced."""
+    from hpcstage.errors import IncompleteInventoryError
+
+    bucket = make_bucket(local_stack, {f"k{i:04d}": (1, "STANDARD") for i in range(300)})
+    calls: list[str] = []
+
+    def incomplete(**kw: Any) -> dict[str, Any]:
+        calls.append(kw["cfg"].bucket)
+        raise IncompleteInventoryError("statistics count 299 objects, the leases 300")
+
+    monkeypatch.setattr(fleet, "reduce_run", incomplete)
+    res = run(local_stack, {"bucket": bucket, "max_listers": 1, "streams": 1})
+    assert (res.status, res.error) == ("FAILED", "IncompleteInventoryError")
+    assert json.loads(res.cause)["errorMessage"] == "statistics count 299 objects, the leases 300"
+    assert calls == [bucket, bucket]  # the lister's attempt, then the Reduce state's
+    assert entered(res)[-5:] == ["Launch", "AllListed", "Reduce", "NotifyFailed", "Failed"]
 
 
 def test_empty_bucket_and_prefix(local_stack: Any) -> None:

@@ -507,8 +507,36 @@ def test_the_lister_may_assume_only_the_named_roles(template: dict[str, Any]) ->
             "Effect": "Allow",
             "Action": ["s3:ListBucket", "s3:ListBucketVersions"],
             "Resource": {"Ref": "SourceBucketArns"},
-        }
+        },
+        # the run's data/ (orphan parts), for the reduce it runs when it reports the run complete
+        {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": {"Fn::GetAtt": ["ResultsBucket", "Arn"]}},
     ]
+
+
+def test_the_lister_may_touch_the_results_as_the_reduce_does_and_no_more(template: dict[str, Any]) -> None:
+    """The lister that reports the run complete runs reduce_run (fleet.Lister.reduce_here): it needs what the
+    Reduce function needs in the results bucket, on the same resources; the table statements are checked in
+    test_fleet_functions_name_only_the_table_and_the_actions_they_use."""
+
+    def s3_grants(function: str) -> set[tuple[str, str]]:
+        props = template["Resources"][function]["Properties"]
+        return {
+            (a, json.dumps(s["Resource"], sort_keys=True))
+            for s in _statements(props)
+            for a in _actions(s)
+            if a.startswith("s3:") and s["Resource"] != {"Ref": "SourceBucketArns"}
+        }
+
+    reduce = s3_grants("FleetReduceFunction")
+    assert reduce == {
+        ("s3:GetObject", json.dumps({"Fn::Sub": "${ResultsBucket.Arn}/${ResultsPrefix}/*"})),
+        ("s3:PutObject", json.dumps({"Fn::Sub": "${ResultsBucket.Arn}/${ResultsPrefix}/*"})),
+        ("s3:DeleteObject", json.dumps({"Fn::Sub": "${ResultsBucket.Arn}/${ResultsPrefix}/*/data/*"})),
+        ("s3:ListBucket", json.dumps({"Fn::GetAtt": ["ResultsBucket", "Arn"]}, sort_keys=True)),
+    }
+    assert s3_grants("FleetListerFunction") == reduce
+    # and the reduce's table reads are among the lister's
+    assert FLEET_FUNCTIONS["FleetReduceFunction"] <= FLEET_FUNCTIONS["FleetListerFunction"]
 
 
 def test_staging_validate_reads_only_the_latest_inventory_pointers(template: dict[str, Any]) -> None:

@@ -51,7 +51,9 @@ The protocol (every write conditional, so a lister that lost a race or its lease
 - **completion**: a transaction returns no values, so whoever finishes a range then reads its own counter
   item (consistent GetItem); if that is 0 it reads all 16 in one TransactGetItems and, when they sum to 0,
   tries ``UpdateItem SET notified = task_token, complete = true`` conditioned on ``notified <> task_token``:
-  exactly one caller per launch wins and calls SendTaskSuccess {done: true}. The launcher tries the same
+  exactly one caller per launch wins and calls SendTaskSuccess {done: true}; a lister that wins first
+  reduces the run itself when it has the time (``Lister.reduce_here``) and answers {done: true, reduced:
+  <reduce_run's output>}, so the state machine skips its Reduce state. The launcher tries the same
   after writing a new token, so a run that finished while a launch timed out is still reported. The last
   lister of a launch to exit (``live`` reaches 0, the run not ``complete``) reads the sum: with work left it
   reports {done: false} so the state machine launches again without waiting for its task timeout; with none
@@ -118,6 +120,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import random
 import re
 import threading
@@ -160,8 +163,18 @@ DEFAULT_STREAMS = 8
 DEFAULT_MAX_LAUNCHES = 20
 # A lister stops this long before its Lambda timeout: last checkpoint, re-open the rest, report.
 DEFAULT_STOP_MARGIN_S = 60.0
+# The lister that wins the completion notification reduces the run itself (no Reduce Lambda: at 100M objects
+# its cold start was ~1 s of a ~28 s run) when its Lambda has at least this long left, else the Reduce state
+# does. What reduce_run does at 1B objects (simulator, 1B dated): ~1,000 roll-up GETs 64 at a time (16 rounds,
+# ~1 s), the lease Query (~50,000 items in 1 MB pages, one after another: a few seconds), the LIST of data/
+# (one page per 1,000 parts) and the manifest, summary, reports, ranges, Hive and _latest PUTs: ~10-15 s.
+# The costs are lopsided: a lister killed mid-reduce leaves the run to the Launch task's timeout (lister
+# timeout + 120 s) and the relaunch's Reduce state, while falling back costs ~1 s; hence ~8x the estimate.
+REDUCE_MARGIN_S = 120.0
 # Items kept after a run (TTL), long enough for a slow reduce and for debugging.
 RUN_TTL_S = 7 * 24 * 3600
+# The Parquet parts a reduce removed as orphans (no done lease names them), in the run's root
+ORPHANS_KEY = "orphans.json"
 PAGE_SIZE = 1000  # keys per ListObjectsV2 page (tests lower it to get many pages from few keys)
 # A fleet splits no range into pieces under 16 pages: it has thousands of streams and far fewer are needed to
 # reach a partition's request rate; smaller pieces only add requests (each piece ends in a partial page).
@@ -174,6 +187,8 @@ MAX_PIECES = 64
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
 
 Clock = Callable[[], float]
+
+logger = logging.getLogger(__name__)
 
 
 class CountersBusy(Exception):
@@ -1022,18 +1037,28 @@ def send_failure(sfn: Any, token: str, error: str, cause: str) -> None:
             raise
 
 
-def notify_if_done(store: FleetStore, sfn: Any, finished: str | None = None) -> bool:
+def notify_if_done(
+    store: FleetStore,
+    sfn: Any,
+    finished: str | None = None,
+    reduce: Callable[[], dict[str, Any] | None] | None = None,
+) -> bool:
     """Report {done: true} if the run is complete and nobody reported it for this launch yet.
 
     ``finished``: the id of the range the caller has just finished. Its counter item is read first (one
     consistent GetItem): a count above 0 there, read after the finish, proves a range still outstanding, whose
-    finisher will check in its turn, so every finish but the last few is spared the TransactGetItems."""
+    finisher will check in its turn, so every finish but the last few is spared the TransactGetItems.
+
+    ``reduce`` (a lister's ``reduce_here``): called by the winner before it answers; its output, unless None,
+    goes in the answer as ``reduced`` ({done: true, reduced: ...}) and the state machine skips its Reduce
+    state."""
     if finished is not None and store.counter(finished) > 0:
         return False
     token = store.claim_notify()
     if token is None:
         return False
-    send_result(sfn, token, {"done": True})
+    reduced = reduce() if reduce is not None else None
+    send_result(sfn, token, {"done": True} if reduced is None else {"done": True, "reduced": reduced})
     return True
 
 
@@ -1366,6 +1391,7 @@ class Lister:
         self._covers: list[str] = []
         self._rolled = 0  # len(_covers) at the last roll-up written
         self.rollups_written = 0
+        self.reduced: dict[str, Any] | None = None  # reduce_run's output, when this lister reduced the run
 
     # small shared counters
     def pages_inc(self) -> int:
@@ -1415,6 +1441,30 @@ class Lister:
             self._rolled = len(covers)
         finally:
             self._roll_lock.release()
+
+    def reduce_here(self) -> dict[str, Any] | None:
+        """The run's reduce (``reduce_run``), here, by the winner of the completion notification; None leaves it
+        to the state machine's Reduce state, which runs the same function in its own Lambda:
+
+        - when this Lambda has less than ``REDUCE_MARGIN_S`` left (see there);
+        - for an audit: its object-level diff streams every Parquet part of this run and the previous one, which
+          takes minutes at 1B objects, more than any fixed margin can promise (the Reduce function has 900 s
+          and 2 GB);
+        - when reduce_run raises (logged): the Reduce state runs it again and fails, or succeeds, as it always
+          did, so a real IncompleteInventoryError still ends the execution in NotifyFailed.
+        """
+        if self.cfg.audit or self.remaining_ms() < REDUCE_MARGIN_S * 1000:
+            return None
+        try:
+            self.write_rollup()  # this lister's last segments: one GET for the reduce instead of a GET each
+            out = reduce_run(s3=self.s3, ddb=self.store.ddb, cfg=self.cfg, clock=self.store.clock)
+        except Exception:  # noqa: BLE001 - logged; the Reduce state runs it again and reports the error
+            logger.exception(
+                "run %s: the lister's reduce failed; the Reduce state runs it again", self.cfg.run_id
+            )
+            return None
+        self.reduced = out
+        return out
 
     # wanted / give (the LocalPool protocol, plus remote hunger)
     def wanted(self) -> int:
@@ -1583,7 +1633,7 @@ class Lister:
                 self.store.finish(lease, seg)
                 self.committed(seg)
                 self.ranges_done += 1
-                notify_if_done(self.store, self.sfn, finished=lease.id)
+                notify_if_done(self.store, self.sfn, finished=lease.id, reduce=self.reduce_here)
             elif st.last_key is None or st.last_key == lease.start_after:
                 self.store.release(lease, seg.requests)
             else:
@@ -1645,6 +1695,7 @@ class Lister:
             "ranges_done": self.ranges_done,
             "given": self.given,
             "throttles": self.throttle.throttles,
+            **({"reduced": self.reduced} if self.reduced is not None else {}),
         }
 
     def _last_out(self, token: str) -> None:
@@ -1658,7 +1709,7 @@ class Lister:
         if left != 0:
             send_result(self.sfn, token, {"done": False})
         else:
-            notify_if_done(self.store, self.sfn)
+            notify_if_done(self.store, self.sfn, reduce=self.reduce_here)
 
     def _guarded(self, index: int) -> None:
         try:
@@ -1738,6 +1789,12 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
 
     An audit also compares with the previous run of the target (counts, and object by object). A versions
     run records no ``_latest`` pointer: audits and their diff compare the current objects of two runs.
+
+    Idempotent: it writes only fixed keys of the run (their content a function of the done leases, the
+    statistics and ``started``; ``finished`` aside), reads the fleet's items without changing them, and runs
+    again after a partial attempt (the winning lister's, then the Reduce state's; a retried Lambda) to the
+    same output: the orphan count includes what an earlier attempt removed (``remove_orphan_parts``), and an
+    audit whose ``_latest`` pointer already names this run returns the summary written then.
     """
     store = FleetStore(ddb, cfg.table, cfg.run_id, clock)
     meta = store.meta()
@@ -1766,8 +1823,15 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
         raise IncompleteInventoryError(
             f"statistics count {merged.objects} objects, the leases {sum(r.objects for r in results)}"
         )
-    orphans = remove_orphan_parts(s3, cfg, results)
     previous = previous_run(s3, cfg) if cfg.audit else None
+    if previous is not None and previous.prefix == cfg.root:
+        # this run's own output: an earlier attempt of this reduce finished (the _latest pointer is its last
+        # write) and the previous run is no longer known, so its diff stands as written
+        summary = json.loads(out.get_bytes("summary.json"))
+        small = execution_summary(summary, f"s3://{cfg.results_bucket}/{cfg.root}/summary.json")
+        small.update(ranges_planned=summary["ranges_planned"], launches=int(meta.get("generation", 1)))
+        return small
+    orphans = remove_orphan_parts(s3, cfg, results)
     hive = S3Store(s3, cfg.results_bucket, hive_root(cfg.results_prefix, cfg.bucket, cfg.prefix))
     summary = finalize(
         out,
@@ -1798,7 +1862,19 @@ def remove_orphan_parts(s3: Any, cfg: FleetConfig, results: Sequence[ShardResult
 
     A lister that lost its lease after writing a segment's part (or died between the part and the lease
     update) leaves that part behind; it never enters the manifest, but a query over ``data/*.parquet`` (the
-    README's DuckDB example) would count its keys twice. Returns how many were removed."""
+    README's DuckDB example) would count its keys twice. Returns how many were removed, by this call and by
+    any earlier attempt of the run's reduce: their keys are recorded in ``orphans.json`` (in the run's root,
+    beside the manifest) before they are deleted, so a reduce run again after a partial attempt reports the
+    same count."""
+    from botocore.exceptions import ClientError
+
+    out = cfg.store(s3)
+    try:
+        earlier = set(json.loads(out.get_bytes(ORPHANS_KEY))["removed"])
+    except ClientError as absent:
+        if absent.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
+            raise
+        earlier = set()
     named = {f"{cfg.root}/{p.key}" for r in results for p in r.parts}
     listed: list[str] = []
     for page in s3.get_paginator("list_objects_v2").paginate(
@@ -1806,6 +1882,8 @@ def remove_orphan_parts(s3: Any, cfg: FleetConfig, results: Sequence[ShardResult
     ):
         listed += [o["Key"] for o in page.get("Contents", ())]
     orphans = [k for k in listed if k not in named]
+    if orphans:
+        out.put_bytes(ORPHANS_KEY, json.dumps({"removed": sorted(earlier | set(orphans))}).encode())
     for i in range(0, len(orphans), 1000):
         batch = orphans[i : i + 1000]
         resp = s3.delete_objects(
@@ -1816,7 +1894,7 @@ def remove_orphan_parts(s3: Any, cfg: FleetConfig, results: Sequence[ShardResult
             raise BucketError(
                 f"cannot remove an orphan part s3://{cfg.results_bucket}/{err.get('Key')}: {err.get('Message')}"
             )
-    return len(orphans)
+    return len(earlier | set(orphans))
 
 
 def done_pieces(leases: Iterable[Lease]) -> list[tuple[str | None, str | None]]:

@@ -16,6 +16,10 @@ silently misbehaving, because these patches reach into private code.
    process-global, so ``EnvironmentGate`` lets invocations with the same variables run together
    and makes functions with different variables take turns (first come, first served). The
    function's Timeout is reported by ``get_remaining_time_in_millis`` but not enforced.
+   An asynchronous (``Event``) invocation runs on a thread of its own; ``drain_event_invocations``
+   waits (bounded) for those still running, so that ``LocalAws`` does not stop the emulator under a
+   handler that outlives the execution it answered (the fleet's lister that reduced a run answers, then
+   exits: its last DynamoDB writes come after the execution has ended).
 2. ``s3_listing``: ``S3Backend.list_objects_v2`` bisects a per-bucket sorted key index instead of
    sorting the whole bucket for every page; answers, truncation and continuation tokens are
    identical to moto's (the tests compare both over many pages). ``S3Backend.list_object_versions``
@@ -388,10 +392,31 @@ def _decode_event(body: Any) -> Any:
     return json.loads(text)
 
 
+# The threads of asynchronous invocations still running (drain_event_invocations waits for them).
+_EVENT_WORKERS: set[threading.Thread] = set()
+_EVENT_WORKERS_LOCK = threading.Lock()
+
+
 def _run_async(fn: Any, code_dir: Path, event: Any) -> None:
-    payload, errored = invoke_handler(fn, code_dir, event)
-    if errored:
-        LOG.warning("asynchronous invocation of %s failed: %s", fn.function_name, payload.decode("utf-8"))
+    try:
+        payload, errored = invoke_handler(fn, code_dir, event)
+        if errored:
+            LOG.warning("asynchronous invocation of %s failed: %s", fn.function_name, payload.decode("utf-8"))
+    finally:
+        with _EVENT_WORKERS_LOCK:
+            _EVENT_WORKERS.discard(threading.current_thread())
+
+
+def drain_event_invocations(timeout_s: float) -> list[str]:
+    """Wait up to ``timeout_s`` in all for the asynchronous invocations still running; the names of the
+    functions whose invocations are still running then (their threads are daemons: they die with the
+    process)."""
+    deadline = time.monotonic() + timeout_s
+    with _EVENT_WORKERS_LOCK:
+        workers = list(_EVENT_WORKERS)
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+    return sorted(w.name.removeprefix("lambda-event-") for w in workers if w.is_alive())
 
 
 def _patched_lambda_invoke(
@@ -421,6 +446,8 @@ def _patched_lambda_invoke(
             name=f"lambda-event-{fn.function_name}",
             daemon=True,
         )
+        with _EVENT_WORKERS_LOCK:
+            _EVENT_WORKERS.add(worker)
         worker.start()
         return b""
     payload, errored = invoke_handler(fn, code_dir, event)

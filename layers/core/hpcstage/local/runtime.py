@@ -40,6 +40,10 @@ LOG = logging.getLogger(__name__)
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_STACK_NAME = "hpcstage-local"
+# How long LocalAws waits, when it stops, for asynchronous Lambda invocations still running (a fleet lister
+# finishing its exit after the execution ended: a few DynamoDB writes); a lister that is still listing (an
+# execution stopped or failed under it) runs until its deadline, and is left to die with the process.
+EVENT_DRAIN_S = 30.0
 LOCAL_ROLE_NAME = "hpcstage-local-execution"
 MOTO_CONFIG: dict[str, Any] = {
     "stepfunctions": {"execute_state_machine": True},
@@ -221,6 +225,14 @@ class LocalAws:
             return
         try:
             self._stop_running_executions()
+            still = motopatch.drain_event_invocations(EVENT_DRAIN_S)
+            if still:
+                LOG.warning(
+                    "stopping the emulator under %d asynchronous invocation(s) still running after %.0f s: %s",
+                    len(still),
+                    EVENT_DRAIN_S,
+                    ", ".join(still),
+                )
         finally:
             for name in self._registered:
                 motopatch.unregister_function(name)
