@@ -25,8 +25,10 @@ unicode 19.8 -> 16.5 s, dated 21.2 -> 18.3 s; bench/RESULTS.md.) Other failures
 
 Retries are paced too: a retried attempt otherwise lands on the partition outside the rate (measured in the
 simulator: the backlog of full-jitter retries from the first overshoot kept the partition throttled for
-seconds while the paced rate was cut below the cap). botocore's standard retry mode (quota, full-jitter
-backoff) stays: a retry waits for its backoff and then for its slot.
+seconds while the paced rate was cut below the cap). botocore's standard retry mode stays for 500s and
+resets (quota, full-jitter backoff); a 503 SlowDown waits rand x min(2^(n-1) s, one window) instead of up to
+20 s (fleet._Throttle.retry_delay), since the pace already holds the rate: a retry waits for that delay and
+then for its slot.
 
 A slot is reserved at most one window ahead. A slot further ahead would be kept even after the next window's
 decision ends the pacing or raises the rate: a lister paced down to a few requests a second with eight
