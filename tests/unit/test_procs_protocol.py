@@ -179,3 +179,38 @@ def test_progress_sums_rows() -> None:
     assert p.counts() == (3, 30, 2, 4, 10, 5)
     p.set_sums([])
     assert p.counts() == (0, 0, 0, 0, 0, 0)
+
+
+def test_a_worker_whose_pipe_closed_before_it_was_reaped_is_reported_with_its_exit_code() -> None:
+    """The pipe of a killed worker closes a moment before its parent can reap it: _drain waits for the exit
+    code instead of reporting "exit code None" (seen once under load in test_procs_local_endpoint)."""
+    from hpcstage.inventory.procs import _drain
+
+    class Closed:
+        def poll(self) -> bool:
+            raise EOFError
+
+    class Dying:
+        exitcode: int | None = None
+
+        def is_alive(self) -> bool:
+            return False
+
+        def join(self, timeout: float | None = None) -> None:
+            self.exitcode = -9  # reaped
+
+    class Coord:
+        finished: set[int] = set()
+        failed: list[BaseException] = []
+
+        def handle(self, i: int, msg: Any) -> None:
+            raise AssertionError("no message")
+
+        def fail(self, err: BaseException) -> None:
+            self.failed.append(err)
+
+    coord = Coord()
+    _drain(coord, 1, Closed(), Dying())  # type: ignore[arg-type]
+    assert [str(e) for e in coord.failed] == [
+        "listing process 1 ended (exit code -9) before it finished its ranges"
+    ]

@@ -631,6 +631,10 @@ def _drain(coord: Coordinator, i: int, conn: Connection, proc: Any) -> None:
         if proc is None or proc.is_alive() or i in coord.finished:
             return
     if i not in coord.finished:
+        if proc is not None:
+            # its pipe closed when it died, a moment before the parent can reap it: wait for the exit code
+            # (under load the pipe's end was seen first, and the error said "exit code None")
+            proc.join(timeout=5)
         code = proc.exitcode if proc is not None else None
         coord.fail(WorkerError(f"listing process {i} ended (exit code {code}) before it finished its ranges"))
         coord.finished.add(i)
