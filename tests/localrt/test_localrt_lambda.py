@@ -101,6 +101,26 @@ def test_event_invocations_run_the_handler_in_the_background(
     assert counter.read_text() == "1"
 
 
+def write_function(root: Path, name: str, source: str) -> Path:
+    code_dir = root / name
+    code_dir.mkdir()
+    (code_dir / "app.py").write_text(source)
+    return code_dir
+
+
+def register(local: LocalAws, name: str, code_dir: Path, handler: str = "app.lambda_handler") -> None:
+    """Create Lambda function ``name`` in the emulator (a fresh role, an empty zip) and run it from ``code_dir``."""
+    role = local.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    local.client("lambda").create_function(
+        FunctionName=name,
+        Runtime="python3.12",
+        Role=role,
+        Handler=handler,
+        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+    )
+    local.register_function(name, code_dir)
+
+
 def test_the_emulator_stops_after_the_event_invocations_still_running_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -127,15 +147,7 @@ def test_the_emulator_stops_after_the_event_invocations_still_running_end(
     )
     go, done = tmp_path / "go", tmp_path / "done.txt"
     with LocalAws() as local:
-        role = local.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-        local.client("lambda").create_function(
-            FunctionName="waiter",
-            Runtime="python3.12",
-            Role=role,
-            Handler="app.lambda_handler",
-            Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
-        )
-        local.register_function("waiter", code_dir)
+        register(local, "waiter", code_dir)
         response = local.client("lambda").invoke(
             FunctionName="waiter",
             InvocationType="Event",
@@ -167,13 +179,6 @@ def test_unregistered_functions_keep_motos_echo(aws: tuple[LocalAws, Any]) -> No
     assert invoke(local, "not-registered", {"value": 1}) == (None, {"value": 1})
 
 
-def write_function(root: Path, name: str, source: str) -> Path:
-    code_dir = root / name
-    code_dir.mkdir()
-    (code_dir / "app.py").write_text(source)
-    return code_dir
-
-
 @pytest.mark.parametrize(
     ("source", "handler", "error_type", "message"),
     [
@@ -197,15 +202,7 @@ def test_runtime_failures_use_aws_error_names(
     tmp_path: Path, source: str, handler: str, error_type: str, message: str
 ) -> None:
     with LocalAws() as local:
-        role = local.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-        local.client("lambda").create_function(
-            FunctionName="broken",
-            Runtime="python3.12",
-            Role=role,
-            Handler=handler,
-            Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
-        )
-        local.register_function("broken", write_function(tmp_path, "broken", source))
+        register(local, "broken", write_function(tmp_path, "broken", source), handler)
 
         function_error, payload = invoke(local, "broken", {})
 
@@ -224,15 +221,7 @@ def test_a_module_is_imported_once_per_deployment_like_a_cold_start(tmp_path: Pa
 
     def session() -> list[Any]:
         with LocalAws() as local:
-            role = local.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-            local.client("lambda").create_function(
-                FunctionName="counter",
-                Runtime="python3.12",
-                Role=role,
-                Handler="app.lambda_handler",
-                Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
-            )
-            local.register_function("counter", code_dir)
+            register(local, "counter", code_dir)
             return [invoke(local, "counter", {})[1] for _ in range(3)]
 
     assert session() == [1, 2, 3]  # warm: module state is kept between invocations
