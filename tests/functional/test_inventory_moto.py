@@ -200,25 +200,38 @@ def test_parquet_has_the_s3_inventory_schema_and_manifest(s3: Any, tmp_path: Pat
     assert rows == [("GLACIER", 1, 20), ("STANDARD", 1, 10), ("STANDARD_IA", 1, 0)]
 
 
-def test_throttling_is_retried_and_counted(s3: Any, tmp_path: Path) -> None:
-    from botocore.awsrequest import AWSResponse
+SLOW_DOWN = (503, b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>")
+INTERNAL_ERROR = (
+    500,
+    b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>",
+)
 
-    seed("bkt", {f"k{i:04d}": (1, "STANDARD") for i in range(2500)})
-    calls = {"n": 0}
+
+def answering(answers: list[tuple[int, bytes]]) -> Callable[..., Any]:
+    """A ``before-send`` hook that answers the first attempts with ``answers`` ((status, body); status 0 lets
+    that attempt through to the endpoint), then lets every attempt through."""
+    from botocore.awsrequest import AWSResponse
 
     class _Raw:
         def stream(self, **_: Any) -> Iterator[bytes]:
             yield b""
 
-    def slow_down(request: Any, **_: Any) -> AWSResponse | None:
-        calls["n"] += 1
-        if calls["n"] in (2, 3):  # the second page is throttled twice
-            body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
-            resp = AWSResponse(request.url, 503, {}, _Raw())
-            resp._content = body  # noqa: SLF001 - botocore reads the body from here
-            return resp
-        return None
+    it = iter(answers)
 
+    def answer(request: Any, **_: Any) -> AWSResponse | None:
+        status, body = next(it, (0, b""))
+        if not status:
+            return None
+        resp = AWSResponse(request.url, status, {}, _Raw())
+        resp._content = body  # noqa: SLF001 - botocore reads the body from here
+        return resp
+
+    return answer
+
+
+def test_throttling_is_retried_and_counted(s3: Any, tmp_path: Path) -> None:
+    seed("bkt", {f"k{i:04d}": (1, "STANDARD") for i in range(2500)})
+    slow_down = answering([(0, b""), SLOW_DOWN, SLOW_DOWN])  # the second page is throttled twice
     s3.meta.events.register_first("before-send.s3.ListObjectsV2", slow_down)
     try:
         res = listed(s3, KeyRange(id="r0"), LocalStore(tmp_path))
@@ -231,36 +244,13 @@ def test_throttling_is_retried_and_counted(s3: Any, tmp_path: Path) -> None:
 def test_slowdowns_are_told_apart_from_other_failures(s3: Any) -> None:
     """The listers pace on 503 SlowDown only (hpcstage.inventory.pacing): a 500 is retried and counted as a
     request and a retry, never as a throttle; every attempt goes through the counter's hooks."""
-    from botocore.awsrequest import AWSResponse
     from hpcstage.s3util import RequestCounter, count_requests, list_page, retry_config
 
     seed("bkt", {f"k{i:04d}": (1, "STANDARD") for i in range(10)})
     s3 = count_requests(
         boto3.client("s3", region_name="us-east-1", config=retry_config())
     )  # the listers' retries
-    answers = iter(
-        [
-            (503, b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"),
-            (
-                500,
-                b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>",
-            ),
-            (503, b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"),
-        ]
-    )
-
-    class _Raw:
-        def stream(self, **_: Any) -> Iterator[bytes]:
-            yield b""
-
-    def fail(request: Any, **_: Any) -> AWSResponse | None:
-        status, body = next(answers, (0, b""))
-        if not status:
-            return None
-        resp = AWSResponse(request.url, status, {}, _Raw())
-        resp._content = body  # noqa: SLF001 - botocore reads the body from here
-        return resp
-
+    fail = answering([SLOW_DOWN, INTERNAL_ERROR, SLOW_DOWN])
     s3.meta.events.register_first("before-send.s3.ListObjectsV2", fail)
     events: list[str] = []
     counter = RequestCounter(
@@ -328,32 +318,10 @@ def test_a_counter_with_a_throttle_delay_sets_the_wait_before_each_slowdown_retr
     at most the pacer's window) instead of botocore's backoff; a 500 keeps botocore's, and at the client's
     attempt limit botocore's handler gives up as before."""
     import botocore.endpoint
-    from botocore.awsrequest import AWSResponse
     from botocore.exceptions import ClientError
     from hpcstage.s3util import RequestCounter, count_requests, list_page, retry_config
 
     seed("bkt", {f"k{i:04d}": (1, "STANDARD") for i in range(10)})
-    slow_body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
-    error_body = (
-        b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>"
-    )
-
-    class _Raw:
-        def stream(self, **_: Any) -> Iterator[bytes]:
-            yield b""
-
-    def failing(answers: list[tuple[int, bytes]]) -> Callable[..., AWSResponse | None]:
-        it = iter(answers)
-
-        def fail(request: Any, **_: Any) -> AWSResponse | None:
-            status, body = next(it, (0, b""))
-            if not status:
-                return None
-            resp = AWSResponse(request.url, status, {}, _Raw())
-            resp._content = body  # noqa: SLF001 - botocore reads the body from here
-            return resp
-
-        return fail
 
     slept: list[float] = []
     monkeypatch.setattr(botocore.endpoint.time, "sleep", slept.append)
@@ -364,7 +332,7 @@ def test_a_counter_with_a_throttle_delay_sets_the_wait_before_each_slowdown_retr
         return 0.125 * attempts
 
     client = count_requests(boto3.client("s3", region_name="us-east-1", config=retry_config()))
-    fail = failing([(503, slow_body), (500, error_body), (503, slow_body)])
+    fail = answering([SLOW_DOWN, INTERNAL_ERROR, SLOW_DOWN])
     client.meta.events.register_first("before-send.s3.ListObjectsV2", fail)
     counter = RequestCounter(throttle_delay=delay)
     page = list_page(client, "bkt", "", counter=counter)
@@ -378,7 +346,7 @@ def test_a_counter_with_a_throttle_delay_sets_the_wait_before_each_slowdown_retr
     # at the limit (one retry allowed: two attempts), the second 503 is not retried
     asked.clear()
     client = count_requests(boto3.client("s3", region_name="us-east-1", config=retry_config(max_attempts=1)))
-    fail = failing([(503, slow_body), (503, slow_body)])
+    fail = answering([SLOW_DOWN, SLOW_DOWN])
     client.meta.events.register_first("before-send.s3.ListObjectsV2", fail)
     counter = RequestCounter(throttle_delay=delay)
     with pytest.raises(ClientError) as raised:
