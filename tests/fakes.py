@@ -259,6 +259,24 @@ class CountStats:
         self.bytes += other.bytes
 
 
+class Written:
+    """A listing stream's writer (``add_page``, ``close``, ``abort``) that keeps the keys written."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.pages = 0
+
+    def add_page(self, objects: Any) -> None:
+        self.keys += [o["Key"] for o in objects]
+        self.pages += 1
+
+    def close(self) -> list[Any]:
+        return []
+
+    def abort(self) -> None:
+        self.keys = []
+
+
 class FakeDirectoryBucket:
     """An S3 Express One Zone directory bucket's ListObjectsV2, as API_ListObjectsV2 documents it:
 

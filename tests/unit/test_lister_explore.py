@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from fakes import CountStats, FakeS3
+from fakes import CountStats, FakeS3, Written
 from hpcstage.inventory.lister import ListOptions, list_range
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.steal import MAX_EXPLORE, SplitPolicy
@@ -35,20 +35,10 @@ class GatedS3(FakeS3):
 
 
 def listed(s3: Any, want_first: int) -> tuple[list[str], list[KeyRange], Any]:
-    written: list[str] = []
+    writer = Written()
     pieces: list[KeyRange] = []
     pages = [0]
     ids = iter(range(10**6))
-
-    class Writer:
-        def add_page(self, objects: Any) -> None:
-            written.extend(o["Key"] for o in objects)
-
-        def close(self) -> list[Any]:
-            return []
-
-        def abort(self) -> None:
-            pass
 
     def on_page(_o: int, _b: int) -> None:
         pages[0] += 1
@@ -58,7 +48,7 @@ def listed(s3: Any, want_first: int) -> tuple[list[str], list[KeyRange], Any]:
         "bkt",
         "",
         KeyRange(id="r0"),
-        writer=Writer(),
+        writer=writer,
         stats=CountStats(),
         wanted=lambda: want_first if pages[0] == 1 else 0,
         give=pieces.extend,
@@ -66,7 +56,7 @@ def listed(s3: Any, want_first: int) -> tuple[list[str], list[KeyRange], Any]:
         options=ListOptions(page_size=PAGE, policy=SplitPolicy(min_split_pages=1, page_keys=PAGE)),
         on_page=on_page,
     )
-    return written, pieces, res
+    return writer.keys, pieces, res
 
 
 def test_the_levels_a_remainder_spans_are_asked_at_once() -> None:

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from fakes import CountStats, FakeS3
+from fakes import CountStats, FakeS3, Written
 from hpcstage.inventory.lister import ListOptions, list_range
 from hpcstage.inventory.model import KeyRange, ShardResult
 from hpcstage.inventory.steal import SplitPolicy
@@ -28,22 +28,6 @@ class RecordingS3(FakeS3):
         with self.lock:
             self.requests.append(tuple(sorted((k, v) for k, v in p.items() if k != "Bucket")))
         return super().list_objects_v2(**p)
-
-
-class Written:
-    def __init__(self) -> None:
-        self.keys: list[str] = []
-        self.pages = 0
-
-    def add_page(self, objects: Any) -> None:
-        self.keys += [o["Key"] for o in objects]
-        self.pages += 1
-
-    def close(self) -> list[Any]:
-        return []
-
-    def abort(self) -> None:
-        self.keys = []
 
 
 def run(
