@@ -12,6 +12,7 @@ import random
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -311,6 +312,8 @@ def test_a_lister_killed_mid_range_is_taken_over_from_its_checkpoint(aws: tuple[
     )
     assert set(errors) == {killed["index"]}
     check_exact(s3, cfg, summary, objects)
+    # the dead lister's leases were taken over: counted, so the reduce looked for its orphan parts
+    assert fleet.FleetStore(ddb, TABLE, cfg.run_id).meta()["takeovers"] >= 1
 
 
 def test_duplicate_delivery_of_a_lister_event(aws: tuple[Any, Any]) -> None:
@@ -377,6 +380,22 @@ def test_a_directory_bucket_is_refused_with_the_cli_command_that_lists_it() -> N
         config(bucket="scratch--usw2-az1--x-s3")
 
 
+def a_takeover_attempt(
+    ddb: Any, cfg: fleet.FleetConfig
+) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """run_fleet's events hook: before the listers start, one tries to take over a lease (which no longer
+    exists): the run's takeover count, added before each attempt, is then 1, as when a lister died."""
+
+    def hook(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        store = fleet.FleetStore(ddb, cfg.table, cfg.run_id)
+        gone = fleet.Lease(id="r-gone", start_after=None, end=None, owner="dead", lease_until=1)
+        assert store.takeover(gone, "thief", 5) is None
+        assert store.meta()["takeovers"] == 1
+        return events
+
+    return hook
+
+
 def test_parts_of_lost_leases_are_removed_so_data_holds_each_key_once(aws: tuple[Any, Any]) -> None:
     """A part no lease names (a lister lost its lease after writing it) is deleted by the reduce: a query
     over data/*.parquet, as the README's DuckDB example runs, then counts each key once."""
@@ -386,7 +405,7 @@ def test_parts_of_lost_leases_are_removed_so_data_holds_each_key_once(aws: tuple
     cfg = config()
     orphan = f"{cfg.root}/data/r-lost-0000.parquet"
     s3.put_object(Bucket=RESULTS, Key=orphan, Body=b"PAR1 left by a lister that lost its lease")
-    summary, _, errors = run_fleet(s3, ddb, cfg)
+    summary, _, errors = run_fleet(s3, ddb, cfg, events=a_takeover_attempt(ddb, cfg))
     assert not errors
     check_exact(s3, cfg, summary, objects)
     manifest = json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/manifest.json")["Body"].read())
@@ -394,6 +413,27 @@ def test_parts_of_lost_leases_are_removed_so_data_holds_each_key_once(aws: tuple
     assert sorted(o["Key"] for o in listed["Contents"]) == sorted(f["key"] for f in manifest["files"])
     full = json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/summary.json")["Body"].read())
     assert full["orphan_parts_removed"] == 1
+
+
+def test_a_run_without_takeovers_lists_no_data_prefix_in_its_reduce(aws: tuple[Any, Any]) -> None:
+    """No lease was taken over, so no part can be an orphan: the reduce sends no LIST of data/."""
+    s3, ddb = aws
+    objects = shape("hex", 600, random.Random(5))
+    seed("bkt", objects)
+    cfg = config()
+    listed: list[str] = []
+    hook = lambda params, **_: listed.append(params.get("Prefix", ""))  # noqa: E731
+    s3.meta.events.register("provide-client-params.s3.ListObjectsV2", hook)
+    try:
+        summary, _, errors = run_fleet(s3, ddb, cfg)
+    finally:
+        s3.meta.events.unregister("provide-client-params.s3.ListObjectsV2", hook)
+    assert not errors
+    check_exact(s3, cfg, summary, objects)
+    assert "takeovers" not in fleet.FleetStore(ddb, TABLE, cfg.run_id).meta()
+    assert listed and not [p for p in listed if p.startswith(f"{cfg.root}/data/")]
+    full = json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/summary.json")["Body"].read())
+    assert full["orphan_parts_removed"] == 0
 
 
 def test_listers_look_for_the_seed_range_in_its_shard_first(
@@ -454,10 +494,11 @@ def test_the_reduce_reads_each_listers_rollup_instead_of_its_sidecars(aws: tuple
     check_exact(s3, cfg, summary, objects)
     store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
     sidecars = [k for lease in store.leases() for k in lease.stats]
-    bodies = [
-        json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/{k}")["Body"].read())
-        for k in store.rollups()
-    ]
+    rollups = store.rollups()
+    # small roll-ups travel in their items: no object under rollups/
+    assert all(r.body is not None and r.key is None for r in rollups)
+    assert "Contents" not in s3.list_objects_v2(Bucket=RESULTS, Prefix=f"{cfg.root}/rollups/")
+    bodies = [r.read(None) for r in rollups]
     covers = [k for b in bodies for k in b["covers"]]
     # every lister exited normally: its last roll-up covers every sidecar it committed, each sidecar once
     assert sorted(covers) == sorted(sidecars) and len(sidecars) > len(bodies) > 0
@@ -466,6 +507,40 @@ def test_the_reduce_reads_each_listers_rollup_instead_of_its_sidecars(aws: tuple
         s3.delete_object(Bucket=RESULTS, Key=f"{cfg.root}/{k}")
     again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
     assert (again["objects"], again["bytes"]) == (summary["objects"], summary["bytes"])
+
+
+def test_a_rollup_larger_than_an_item_should_hold_goes_to_an_object_its_item_names(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3, ddb = aws
+    objects = shape("hex", 1000, random.Random(11))
+    seed("bkt", objects)
+    cfg = config()
+    monkeypatch.setattr(fleet, "ROLLUP_INLINE_MAX", 10)  # every compressed roll-up is larger
+    summary, _, errors = run_fleet(s3, ddb, cfg, listers=2)
+    assert not errors
+    check_exact(s3, cfg, summary, objects)
+    store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+    rollups = store.rollups()
+    assert rollups and all(r.body is None and r.key is not None for r in rollups)
+    listed = s3.list_objects_v2(Bucket=RESULTS, Prefix=f"{cfg.root}/rollups/")["Contents"]
+    # the items name the last object of each lister; earlier roll-ups of a lister stay as objects
+    assert {f"{cfg.root}/{r.key}" for r in rollups} <= {o["Key"] for o in listed}
+    sidecars = [k for lease in store.leases() for k in lease.stats]
+    assert sorted(k for r in rollups for k in r.read(cfg.store(s3))["covers"]) == sorted(sidecars)
+    for k in sidecars:
+        s3.delete_object(Bucket=RESULTS, Key=f"{cfg.root}/{k}")
+    again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
+    assert (again["objects"], again["bytes"]) == (summary["objects"], summary["bytes"])
+
+
+def test_a_rollup_is_either_in_its_item_or_in_an_object(aws: tuple[Any, Any]) -> None:
+    _, ddb = aws
+    store = fleet.FleetStore(ddb, TABLE, "run-r")
+    with pytest.raises(ValueError, match="either in its item"):
+        store.put_rollup("o", 1)
+    with pytest.raises(ValueError, match="either in its item"):
+        store.put_rollup("o", 1, body=b"x", key="k")
 
 
 def test_a_rollup_that_names_a_sidecar_of_no_lease_or_one_already_covered_is_not_used(
@@ -478,14 +553,14 @@ def test_a_rollup_that_names_a_sidecar_of_no_lease_or_one_already_covered_is_not
     summary, _, errors = run_fleet(s3, ddb, cfg, listers=2)
     assert not errors
     store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
-    real = store.rollups()[0]
-    body = json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/{real}")["Body"].read())
+    body = store.rollups()[0].read(None)
     # a copy of a real roll-up under another owner (its sidecars would count twice) and one naming a sidecar
     # that no lease holds (a segment whose checkpoint never committed)
     bogus = {"covers": [*body["covers"][:1], "stats/never-committed.json"], "stats": body["stats"]}
-    for owner, b in (("copy", body), ("bogus", bogus)):
-        s3.put_object(Bucket=RESULTS, Key=f"{cfg.root}/rollups/{owner}.json", Body=json.dumps(b).encode())
-        store.put_rollup(owner, f"rollups/{owner}.json", len(b["covers"]))
+    # one in its item, one in an object its item names
+    store.put_rollup("copy", len(body["covers"]), body=zlib.compress(json.dumps(body).encode()))
+    s3.put_object(Bucket=RESULTS, Key=f"{cfg.root}/rollups/bogus.json", Body=json.dumps(bogus).encode())
+    store.put_rollup("bogus", len(bogus["covers"]), key="rollups/bogus.json")
     again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
     keys, total = expected(objects)
     assert (again["objects"], again["bytes"]) == (summary["objects"], summary["bytes"]) == (len(keys), total)
@@ -842,7 +917,7 @@ def test_a_reduce_run_again_after_a_partial_attempt_gives_the_same_output(
     real_finalize = fleet.finalize
     monkeypatch.setattr(fleet, "finalize", lambda *a, **kw: (_ for _ in ()).throw(OSError("S3 went away")))
     with pytest.raises(OSError, match="S3 went away"):
-        run_fleet(s3, ddb, cfg)
+        run_fleet(s3, ddb, cfg, events=a_takeover_attempt(ddb, cfg))
     assert "Contents" not in s3.list_objects_v2(Bucket=RESULTS, Prefix=orphan)  # removed by that attempt
     monkeypatch.setattr(fleet, "finalize", real_finalize)
     summary = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)

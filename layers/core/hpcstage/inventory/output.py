@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -72,6 +73,18 @@ class OutputStore(Protocol):
     def uri(self, key: str = "") -> str: ...
 
     def open(self, key: str) -> Any: ...
+
+
+def put_all(writes: Sequence[tuple[OutputStore, str, bytes]]) -> None:
+    """Write small objects at once (a thread each): a run's outputs do not depend on each other, and one after
+    another they cost a round trip each (~60 ms a PUT in S3) at the end of every run."""
+    if len(writes) <= 1:
+        for store, key, data in writes:
+            store.put_bytes(key, data)
+        return
+    with ThreadPoolExecutor(max_workers=len(writes), thread_name_prefix="put") as pool:
+        for f in [pool.submit(store.put_bytes, key, data) for store, key, data in writes]:
+            f.result()
 
 
 class LocalStore:
@@ -342,14 +355,23 @@ def write_manifest(
         "files": files,
     }
     body = json.dumps(manifest, indent=2).encode()
-    store.put_bytes("manifest.json", body)
-    store.put_bytes("manifest.checksum", hashlib.md5(body, usedforsecurity=False).hexdigest().encode())
     symlinks = "".join(store.uri(f["key"][len(key_prefix) :]) + "\n" for f in files).encode()
     if hive is not None:
-        hive.put_bytes(f"dt={hive_partition(created_ms)}/symlink.txt", symlinks)
+        link: tuple[OutputStore, str, bytes] = (
+            hive,
+            f"dt={hive_partition(created_ms)}/symlink.txt",
+            symlinks,
+        )
     else:
         dt = time.strftime("%Y-%m-%d-%H-%M", time.gmtime(created_ms / 1000))
-        store.put_bytes(f"hive/dt={dt}/symlink.txt", symlinks)
+        link = (store, f"hive/dt={dt}/symlink.txt", symlinks)
+    put_all(
+        [
+            (store, "manifest.json", body),
+            (store, "manifest.checksum", hashlib.md5(body, usedforsecurity=False).hexdigest().encode()),
+            link,
+        ]
+    )
     return manifest
 
 

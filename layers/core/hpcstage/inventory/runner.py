@@ -23,7 +23,7 @@ from ..s3util import RequestCounter
 from .diff import diff_inventories
 from .lister import ListOptions, Writer, list_range, part_writer
 from .model import KeyRange, ShardResult
-from .output import FILE_SCHEMA, OutputStore, write_manifest
+from .output import FILE_SCHEMA, OutputStore, put_all, write_manifest
 from .report import build_summary, check_tiling, diff_summaries, ranges_document, render_report
 from .report_html import render_html
 from .stats import InventoryStats
@@ -410,8 +410,12 @@ def finalize(
                 open_previous=previous_store.open,
                 open_current=store.open,
             )
-    store.put_bytes("summary.json", json.dumps(summary, indent=2).encode())
-    store.put_bytes("report.txt", render_report(summary).encode())
-    store.put_bytes("report.html", render_html(summary).encode())
-    store.put_bytes("ranges.json", json.dumps(ranges_document(results)).encode())
+    put_all(
+        [
+            (store, "summary.json", json.dumps(summary, indent=2).encode()),
+            (store, "report.txt", render_report(summary).encode()),
+            (store, "report.html", render_html(summary).encode()),
+            (store, "ranges.json", json.dumps(ranges_document(results)).encode()),
+        ]
+    )
     return summary
