@@ -465,6 +465,28 @@ def test_listers_look_for_the_seed_range_in_its_shard_first(
     assert [lister.acquire() for lister in listers[1:]] == [None, None]
 
 
+def test_open_ranges_from_a_start_id_wrap_to_the_shards_first_ids(aws: tuple[Any, Any]) -> None:
+    """A scan starts at a random id of the shard (so hungry listers do not all try the same first items) and
+    wraps to the first ids when fewer follow; no range is returned twice."""
+    _, ddb = aws
+    store = fleet.FleetStore(ddb, TABLE, "run-scan")
+    shard = fleet._shard("a0", fleet.OPEN_SHARDS)
+    ids = sorted(
+        i
+        for i in (f"{c}{n}" for c in "abcdef" for n in range(40))
+        if fleet._shard(i, fleet.OPEN_SHARDS) == shard
+    )[:5]
+    assert len(ids) == 5
+    assert store.create("tok", [KeyRange(id=i) for i in ids], "now")
+    got = lambda limit, start=None: [r.id for r in store.open_ranges(shard, limit, start=start)]  # noqa: E731
+    assert got(2) == ids[:2]
+    assert got(2, start=ids[1]) == ids[2:4]
+    assert got(3, start=ids[3]) == [ids[4], ids[0], ids[1]]
+    assert got(2, start=ids[1] + "~") == ids[2:4]  # a start that is no id: the ids after it
+    assert got(10, start=ids[2]) == [*ids[3:], *ids[:3]]  # all five, once each
+    assert got(3, start="zzz") == ids[:3]
+
+
 def test_a_donated_piece_carries_its_estimate_to_the_stream_that_claims_it(aws: tuple[Any, Any]) -> None:
     """The donor's estimate of a piece travels through the store (open range, lease) to the thief's cursor, as
     the simulator models it; after a donation the donor's lease no longer claims its old estimate."""

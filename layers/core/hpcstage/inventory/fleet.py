@@ -719,16 +719,30 @@ class FleetStore:
         return str(_item(got["Attributes"])["task_token"])
 
     # open ranges
-    def open_ranges(self, shard: int, limit: int) -> list[KeyRange]:
-        got = self.ddb.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :p",
-            ExpressionAttributeValues={":p": {"S": self.open_pk(shard)}},
-            Limit=limit,
-            ConsistentRead=True,
-        )
+    def open_ranges(self, shard: int, limit: int, start: str | None = None) -> list[KeyRange]:
+        """Up to ``limit`` open ranges of a shard: from the first, or, with ``start``, from the first id after
+        it, wrapping to the shard's first ids (a second Query) when fewer follow. Hungry listers scanning one
+        shard each start at a random id (``Lister._scan``), so that they do not all try to claim the same
+        first items: a claim that loses costs its transaction's write units and another try."""
+        pk = self.open_pk(shard)
+        query = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :p",
+            "ExpressionAttributeValues": {":p": {"S": pk}},
+            "ConsistentRead": True,
+        }
+        if start is None:
+            raws = self.ddb.query(**query, Limit=limit).get("Items", [])
+        else:
+            raws = self.ddb.query(
+                **query, Limit=limit, ExclusiveStartKey={"pk": {"S": pk}, "sk": {"S": start}}
+            ).get("Items", [])
+            if len(raws) < limit:
+                seen = {raw["sk"]["S"] for raw in raws}
+                first = self.ddb.query(**query, Limit=limit - len(raws)).get("Items", [])
+                raws += [raw for raw in first if raw["sk"]["S"] not in seen]
         out = []
-        for raw in got.get("Items", []):
+        for raw in raws:
             it = _item(raw)
             start_after = it.get("start_after")
             known = it.get("known")
@@ -1573,7 +1587,8 @@ class Lister:
         other = random.randrange(OPEN_SHARDS - 1)
         shards = [self.scan_home, other + (other >= self.scan_home)]
         for s in shards:
-            found = self.store.open_ranges(s, limit=self.cfg.streams)
+            # range ids begin with their lister's hex id (Lister.new_id): a random hex start spreads the scans
+            found = self.store.open_ranges(s, limit=self.cfg.streams, start=f"{random.getrandbits(48):012x}")
             if found:
                 random.shuffle(found)
                 with self._cv:
