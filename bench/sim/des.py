@@ -84,6 +84,11 @@ class Config:
     # a busy lister reads the hunger shards after a page, at most every poll_s (fleet.Lister.wanted);
     # False: on a timer every poll_s (the simulator before 2026-11-23)
     page_poll: bool = True
+    # fleet.Lister: a scan queues every open range it found and the lister's idle streams claim them at once
+    # (one transaction each), and idle streams scan again every scan interval while they stay idle;
+    # False: one claim per scan and no scan after a claim until a stream frees (the model before 2026-11-23,
+    # which left the streams of a lister holding one unsplittable piece idle for seconds)
+    claim_all: bool = True
     max_ways: int = 64
     memo: bool = (
         False  # skip split attempts on a cursor whose last attempt returned nothing (faster, inexact model)
@@ -109,6 +114,16 @@ class Config:
     send_success_s: float = 0.05
     reduce_fixed_s: float = 1.0  # the Reduce Lambda's cold start (and Step Functions' hop to it)
     reduce_parallel: int = 64
+    # fleet.reduce_run, measured by bench/reduce_cost.py (see bench/RESULTS.md): the CPU it takes on this
+    # machine (base, per lease item, per segment, per roll-up; scaled to the Lambda by LambdaParams.vcpu),
+    # and the bytes of a lease item (plus per segment it holds) that its Query pages through
+    # (`python -m bench.reduce_cost`, four builds from 200 leases/400 segments/100 roll-ups to 400/1,200/1,000,
+    # 0.22-0.53 CPU-s at load 4-7: a rough fit, bench/RESULTS.md)
+    reduce_cpu_s: tuple[float, float, float, float] = (0.19, 0.0001, 0.00005, 0.00017)
+    reduce_lease_item_bytes: int = 461
+    reduce_segment_bytes: int = 184
+    # a 1 MB Query page (assumption: DynamoDB publishes no latency per page size)
+    ddb_page_s: float = 0.05
     # The lister that ends the listing reduces the run itself (fleet.Lister.reduce_here) when its Lambda has
     # REDUCE_MARGIN_S of lister_timeout_s left: its reads and writes, then SendTaskSuccess, no Reduce Lambda.
     # False: the path before (and the fallback): SendTaskSuccess, then the Reduce Lambda (reduce_fixed_s).
@@ -286,6 +301,7 @@ class Node:
         "unrolled",
         "rolled",
         "last_poll",
+        "pending",
     )
 
     def __init__(self, nid: int, k: int, cpu_per_page: float, quota: int, home: int) -> None:
@@ -310,6 +326,7 @@ class Node:
         self.last_exp = -1e9
         self.pages = 0
         self.last_poll = -1e9
+        self.pending = 0  # claims in flight (Config.claim_all)
         self.scan_step = 0
         self.scan_every = 0.25
         self.unrolled = 0  # sidecars committed since the lister's last roll-up (fleet.Lister.write_rollup)
@@ -370,7 +387,12 @@ class Result:
     cost: dict[str, float] = field(default_factory=dict)
     min_pace_rate: float = 0.0  # the lowest pacing rate any lister set, requests/s (0: never paced)
     rollups: int = 0  # roll-ups the listers wrote (fleet.Lister.write_rollup)
-    reduce_reads: int = 0  # statistics objects the reduce read: a roll-up per lister, the sidecars they miss
+    local_claims: int = 0  # local pieces their donor's own streams claimed
+    reduce_leases: int = 0  # lease items the reduce read
+    reduce_rollups: int = 0  # roll-up items the reduce read (a Query per roll-up shard)
+    reduce_cpu_s: float = 0.0  # the reduce's CPU on the reducing Lambda
+    local_stolen: int = 0  # local pieces another lister claimed before their donor's streams could
+    reduce_reads: int = 0  # statistics sidecars the reduce read: those no roll-up covers
     reduce_in_lister: bool = (
         False  # the winning lister reduced the run (Config.reduce_in_lister, and time left)
     )
@@ -419,6 +441,9 @@ class Sim:
         self.min_rate = math.inf
         self.tl: dict[int, list[int]] = {}
         self.local: set[str] = set()  # ids of the pieces a lister split off for its own streams (fleet)
+        # the local pieces still queued at their donor, by id: open items in the store like any donated piece
+        # (fleet.Lister.give donates every piece), so another lister may claim one first (steal_local)
+        self.local_queued: dict[str, Node] = {}
         self.item_counts: dict[str, int] = {}  # ranges each counter item counts (counter_shards > 1)
 
     # -- the event loop ------------------------------------------------------------------------
@@ -741,20 +766,52 @@ class Sim:
         return t
 
     def queue_pieces(self, node: Node, lease: Lease | None, pieces: list[KeyRange]) -> None:
+        for p in pieces:
+            if p.id in self.local and lease is not None:
+                self.shards[self.open_shard(p.id)].open.append(p)
+                self.local_queued[p.id] = node
         node.queue.extend((p, lease) for p in pieces)
         self.dispatch(node, self.now)
 
+    def steal_local(self, pick: KeyRange) -> None:
+        """Another lister claimed a local piece still queued at its donor (its open item went first): the piece
+        leaves the donor's queue and lease and becomes a range of its own, as a published piece is."""
+        donor = self.local_queued.pop(pick.id)
+        at = next((i for i, (piece, _) in enumerate(donor.queue) if piece is pick), None)
+        if at is None:
+            raise AssertionError(f"local piece {pick.id} not queued at its donor")
+        lease = donor.queue[at][1]
+        del donor.queue[at]
+        assert lease is not None
+        self.local.discard(pick.id)
+        lease.donated.append(pick)
+        lease.live -= 1
+        self.counter += 1
+        self.res.local_stolen += 1
+        if lease.live == 0 and lease.owner is donor and donor.alive:
+            self.lease_complete(lease, donor, self.now)
+
     def dispatch(self, node: Node, t: float) -> None:
         while node.idle and node.queue:
-            st = node.idle.popleft()
             piece, lease = node.queue.popleft()
+            st = node.idle.popleft()
             if piece.id in self.local and lease is not None:
                 # a local piece is claimed like any open range (fleet.Lister._claim_queued)
+                if self.local_queued.pop(piece.id, None) is not None:
+                    self.shards[self.open_shard(piece.id)].open.remove(piece)
+                self.res.local_claims += 1
                 shard = f"shard:{self.open_shard(piece.id)}"
                 t_claim = self.ddb(t, "claim_local", writes={shard: 2 * open_item_kb(piece), lease.part: 2})
                 self.start_piece(st, piece, lease, t_claim)
             else:
                 self.start_piece(st, piece, lease, t)
+        if self.cfg.claim_all and node.hungry and not node.idle:
+            # fleet.Lister.acquire: the lister's last idle stream got work (here a queued piece): not hungry
+            node.hungry = False
+            home = self.shards[node.home]
+            if home.hunger > 0:
+                home.hunger -= 1
+            self.ddb(t, "hunger_dec", writes={f"shard:{node.home}": 1})
 
     def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
         node = st.node
@@ -1012,19 +1069,32 @@ class Sim:
             if not node.listing:
                 self.exit(node, now)
             return
-        items = self.shards[shard].open[:10]
+        found = self.shards[shard].open
+        if cfg.claim_all and len(found) > 10:
+            # fleet.FleetStore.open_ranges: the Query starts at a random position of the shard (wrapping), so
+            # that hungry listers scanning one shard do not all try the same first items
+            at = self.rng.randrange(len(found))
+            items = (found[at:] + found[:at])[:10]
+        else:
+            items = found[:10]
         if items:
             node.scan_step = 0
             node.scan_every = cfg.idle_poll_s
-            pick = self.rng.choice(items)
-            lid = len(self.leases)
-            part = f"lease:{(lid * 2654435761) % 256}"
-            # the transactional delete of the open item costs 2 units per KB of it
-            writes = {f"shard:{shard}": 2 + 2 * open_item_kb(pick), part: 2}
-            if node.hungry:
-                writes[f"shard:{node.home}"] = writes.get(f"shard:{node.home}", 0) + 2
+            picks = (
+                self.rng.sample(items, min(len(items), len(node.idle)))
+                if cfg.claim_all
+                else [self.rng.choice(items)]
+            )
             node.claiming = True
-            self.at(self.ddb(now, "claim", writes=writes), self.on_claim, node, shard, pick)
+            node.pending = len(picks)
+            for i, pick in enumerate(picks):
+                lid = len(self.leases) + i
+                part = f"lease:{(lid * 2654435761) % 256}"
+                # the transactional delete of the open item costs 2 units per KB of it
+                writes = {f"shard:{shard}": 2 + 2 * open_item_kb(pick), part: 2}
+                if node.hungry and i == len(picks) - 1:
+                    writes[f"shard:{node.home}"] = writes.get(f"shard:{node.home}", 0) + 2
+                self.at(self.ddb(now, "claim", writes=writes), self.on_claim, node, shard, pick)
             return
         if node.scan_step == 0:
             node.scan_step = 1  # the home shard was empty: one other shard at once
@@ -1056,13 +1126,19 @@ class Sim:
     def on_claim(self, node: Node, shard: int, pick: KeyRange) -> None:
         if not node.alive:
             return
-        node.claiming = False
+        node.pending -= 1
+        last = node.pending <= 0
+        if last:
+            node.claiming = False
         s = self.shards[shard]
         if pick not in s.open:
             self.res.claim_conflicts += 1
-            self.claim_poll(node, self.now)
+            if last:
+                self.claim_poll(node, self.now)
             return
         s.open.remove(pick)
+        if pick.id in self.local_queued:
+            self.steal_local(pick)
         self.res.claims += 1
         if node.hungry and len(node.idle) <= 1:
             node.hungry = False
@@ -1075,6 +1151,9 @@ class Sim:
         node.leases.append(lease)
         node.queue.append((pick, lease))
         self.dispatch(node, self.now)
+        if last and self.cfg.claim_all and node.idle and not node.queue:
+            # fleet.Lister.acquire: the streams still idle scan again, at most every scan interval
+            self.at(self.now + node.scan_every, self.claim_poll, node, self.now + node.scan_every)
 
     def on_exp_query(self, node: Node) -> None:
         if not node.alive:
@@ -1103,6 +1182,10 @@ class Sim:
         lease.renewed = self.now
         node.leases.append(lease)
         self.res.adoptions += 1
+        # the dead donor's local pieces still queued are open items: they stay open, as donated pieces
+        for piece, queued in list(old.queue):
+            if queued is lease and self.local_queued.get(piece.id) is old:
+                self.steal_local(piece)
         covered = list(lease.committed.values()) + [(d.start_after, d.end) for d in lease.donated]
         gaps = complement(lease.root, covered)
         lease.live = len(gaps)
@@ -1213,6 +1296,35 @@ class Sim:
             else:
                 self.all_done(self.now, node)
 
+    def reduce_work_s(self, get_mean: float, put_mean: float) -> float:
+        """fleet.reduce_run's time once the listing is done: its requests, one after another where the code
+        waits for each, then its CPU on the reducing Lambda (bench/reduce_cost.py; Config.reduce_*)."""
+        cfg = self.cfg
+        sp = self.p.s3
+        ddb = cfg.ddb_median_s * math.exp(cfg.ddb_sigma**2 / 2)
+        rollups = sum(1 for node in self.nodes if node.rolled)
+        unrolled = sum(node.unrolled for node in self.nodes)
+        leases = self.res.claims + self.res.local_claims + 1  # every piece claimed is a lease item, and r0
+        segments = self.res.parts
+        self.res.reduce_reads = unrolled
+        self.res.reduce_rollups = rollups
+        self.res.reduce_leases = leases
+        lease_bytes = leases * cfg.reduce_lease_item_bytes + segments * cfg.reduce_segment_bytes
+        # the meta item; the lease Query, 1 MB a page, page after page; the counters' TransactGetItems; the
+        # roll-up Queries, one per shard at once; the sidecars no roll-up covers, 64 GETs at a time
+        t = ddb + math.ceil(lease_bytes / 1e6) * cfg.ddb_page_s + ddb + cfg.ddb_page_s
+        t += math.ceil(unrolled / cfg.reduce_parallel) * get_mean
+        if self.res.adoptions:
+            # a lease was taken over: the reduce lists data/ for orphan parts (remove_orphan_parts)
+            page = (sp.latency_fixed_s + sp.latency_per_key_s * PAGE) * math.exp(sp.latency_sigma**2 / 2)
+            t += get_mean + math.ceil(self.res.parts / PAGE) * page
+        # the manifest's three objects at once, then the summary and reports, athena.sql, the _latest pointer
+        t += 4 * put_mean
+        base, per_lease, per_segment, per_rollup = cfg.reduce_cpu_s
+        cpu = base + per_lease * leases + per_segment * segments + per_rollup * (rollups + unrolled)
+        self.res.reduce_cpu_s = cpu / self.p.lam.vcpu
+        return t + self.res.reduce_cpu_s
+
     def all_done(self, t: float, winner: Node | None = None) -> None:
         """The listing ended at ``t``, seen by ``winner`` (the lister whose finish brought the count to 0)."""
         cfg = self.cfg
@@ -1220,10 +1332,7 @@ class Sim:
         self.list_end = t
         get_mean = sp.get_latency_s * math.exp(sp.latency_sigma**2 / 2)
         put_mean = sp.put_latency_s * math.exp(sp.latency_sigma**2 / 2)
-        # fleet.reduce_run reads each lister's last roll-up and the sidecars no roll-up covers
-        reads = sum(1 for node in self.nodes if node.rolled) + sum(node.unrolled for node in self.nodes)
-        self.res.reduce_reads = reads
-        work_s = math.ceil(reads / cfg.reduce_parallel) * get_mean + put_mean
+        work_s = self.reduce_work_s(get_mean, put_mean)
         in_lister = (
             cfg.reduce_in_lister
             and cfg.mode == "fleet"

@@ -72,6 +72,10 @@ class LambdaParams:
     # CPU per 1,000-object page in the lister: PartWriter (Parquet) + InventoryStats. Measured 4.4 ms on
     # this machine (bench: 100 pages of the dated shape), scaled by 1/0.58 vCPU at 1,024 MB -> 8 ms.
     cpu_per_page_s: float = 0.008
+    # vCPU of a 1,024 MB Lambda (the listers'; the fleet's reduce runs in the lister that ends the run): CPU
+    # measured on this machine is scaled by 1/vcpu (Lambda allocates CPU in proportion to memory, one vCPU at
+    # 1,769 MB: docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html)
+    vcpu: float = 0.58
     # Memory of the peers' Lambda functions: ListerMemoryMB=1,024 as hpcstage's listers (template.yaml).
     # Only used for the GB-s price. (hpcstage's own fleet is costed by bench/sim/des.py.)
     memory_gb: float = 1.0
