@@ -84,11 +84,15 @@ class Config:
     # a busy lister reads the hunger shards after a page, at most every poll_s (fleet.Lister.wanted);
     # False: on a timer every poll_s (the simulator before 2026-11-23)
     page_poll: bool = True
-    # fleet.Lister: a scan queues every open range it found and the lister's idle streams claim them at once
-    # (one transaction each), and idle streams scan again every scan interval while they stay idle;
-    # False: one claim per scan and no scan after a claim until a stream frees (the model before 2026-11-23,
-    # which left the streams of a lister holding one unsplittable piece idle for seconds)
-    claim_all: bool = True
+    # fleet.Lister: idle streams scan again every scan interval while they stay idle, and a lister whose last
+    # idle stream got a queued piece is no longer hungry; False: no scan after a claim until a stream frees
+    # (the model before 2026-11-23, which left the streams of a lister holding one unsplittable piece idle for
+    # seconds)
+    rescan: bool = True
+    # open ranges one scan may claim (fleet.Lister._scan): 1, the lister's other idle streams being fed by
+    # its own splits or its next scan; more (every range found, one per idle stream, as the fleet did before
+    # 2026-11-23) made hungry listers race for the same few items at the end of a run
+    claim_found: int = 1
     max_ways: int = 64
     memo: bool = (
         False  # skip split attempts on a cursor whose last attempt returned nothing (faster, inexact model)
@@ -326,7 +330,7 @@ class Node:
         self.last_exp = -1e9
         self.pages = 0
         self.last_poll = -1e9
-        self.pending = 0  # claims in flight (Config.claim_all)
+        self.pending = 0  # claims in flight (Config.claim_found)
         self.scan_step = 0
         self.scan_every = 0.25
         self.unrolled = 0  # sidecars committed since the lister's last roll-up (fleet.Lister.write_rollup)
@@ -805,7 +809,7 @@ class Sim:
                 self.start_piece(st, piece, lease, t_claim)
             else:
                 self.start_piece(st, piece, lease, t)
-        if self.cfg.claim_all and node.hungry and not node.idle:
+        if self.cfg.rescan and node.hungry and not node.idle:
             # fleet.Lister.acquire: the lister's last idle stream got work (here a queued piece): not hungry
             node.hungry = False
             home = self.shards[node.home]
@@ -1070,7 +1074,7 @@ class Sim:
                 self.exit(node, now)
             return
         found = self.shards[shard].open
-        if cfg.claim_all and len(found) > 10:
+        if cfg.rescan and len(found) > 10:
             # fleet.FleetStore.open_ranges: the Query starts at a random position of the shard (wrapping), so
             # that hungry listers scanning one shard do not all try the same first items
             at = self.rng.randrange(len(found))
@@ -1080,11 +1084,7 @@ class Sim:
         if items:
             node.scan_step = 0
             node.scan_every = cfg.idle_poll_s
-            picks = (
-                self.rng.sample(items, min(len(items), len(node.idle)))
-                if cfg.claim_all
-                else [self.rng.choice(items)]
-            )
+            picks = self.rng.sample(items, max(1, min(len(items), len(node.idle), cfg.claim_found)))
             node.claiming = True
             node.pending = len(picks)
             for i, pick in enumerate(picks):
@@ -1151,7 +1151,7 @@ class Sim:
         node.leases.append(lease)
         node.queue.append((pick, lease))
         self.dispatch(node, self.now)
-        if last and self.cfg.claim_all and node.idle and not node.queue:
+        if last and self.cfg.rescan and node.idle and not node.queue:
             # fleet.Lister.acquire: the streams still idle scan again, at most every scan interval
             self.at(self.now + node.scan_every, self.claim_poll, node, self.now + node.scan_every)
 

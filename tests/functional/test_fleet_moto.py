@@ -465,6 +465,39 @@ def test_listers_look_for_the_seed_range_in_its_shard_first(
     assert [lister.acquire() for lister in listers[1:]] == [None, None]
 
 
+def test_a_scan_claims_one_open_range_and_leaves_the_others_open(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lister's scan claims one of the open ranges it found and queues none of the others: they stay open
+    for the other hungry listers, and this lister's other idle streams scan again (or take its own splits)."""
+    s3, ddb = aws
+    cfg = config()
+    cfg.max_listers = 1
+    sfn, lam = FakeSfn(), FakeLambda()
+    fleet.launch(s3=s3, ddb=ddb, sfn=sfn, lam=lam, cfg=cfg, token="tok-1", lister_function="lister")
+    store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+    root = store.claim(KeyRange(id="r0"), "donor:1", 60)
+    assert root is not None
+    home = lam.events[0]["home"]
+    ids = [i for i in (f"{c}{n}" for c in "abcdefghijklmnopq" for n in range(10)) if i != "r0"]
+    pieces = [
+        KeyRange(id=i, start_after=f"k/{i}", end=f"k/{i}~")
+        for i in ids
+        if fleet._shard(i, fleet.OPEN_SHARDS) == home
+    ][:3]
+    assert len(pieces) == 3
+    store.donate(root, sorted(pieces, key=lambda p: p.start_after or ""))
+    monkeypatch.setattr(fleet.Lister, "run", lambda self: self)
+    lister = fleet.run_lister(
+        s3=s3, ddb=ddb, sfn=sfn, event=lam.events[0], remaining_ms=lambda: 900_000, options=fast_options()
+    )
+    got = lister.acquire()
+    assert got is not None and got.id in {p.id for p in pieces}
+    assert not lister._queue  # noqa: SLF001
+    left = store.open_ranges(home, 10)
+    assert sorted(r.id for r in left) == sorted(p.id for p in pieces if p.id != got.id)
+
+
 def test_open_ranges_from_a_start_id_wrap_to_the_shards_first_ids(aws: tuple[Any, Any]) -> None:
     """A scan starts at a random id of the shard (so hungry listers do not all try the same first items) and
     wraps to the first ids when fewer follow; no range is returned twice."""

@@ -1589,12 +1589,13 @@ class Lister:
         for s in shards:
             # range ids begin with their lister's hex id (Lister.new_id): a random hex start spreads the scans
             found = self.store.open_ranges(s, limit=self.cfg.streams, start=f"{random.getrandbits(48):012x}")
-            if found:
-                random.shuffle(found)
-                with self._cv:
-                    known = {r.id for r in self._queue}
-                    self._queue.extend(r for r in found if r.id not in known)
-                lease = self._claim_queued()
+            # one range per scan, tried in random order: the lister's other idle streams are fed by its own
+            # splits (``wanted`` counts them) or its next scan. Queueing every range found for the idle streams
+            # made hungry listers race for the same few items at the end of a run (simulator, 100M dated:
+            # 26,589 lost claims and the listing 0.7 s longer than with one claim a scan)
+            random.shuffle(found)
+            for r in found:
+                lease = self.store.claim(r, self._holder(), self.cfg.lease_seconds)
                 if lease is not None:
                     return lease
         now = time.monotonic()
