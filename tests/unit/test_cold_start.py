@@ -1,4 +1,5 @@
-"""What a handler's cold start does and no longer does: no X-Ray SDK when tracing is off (hpcstage.tracing)."""
+"""What a handler's cold start does and no longer does: no X-Ray SDK when tracing is off (hpcstage.tracing),
+one botocore data loader for the handlers' clients (hpcstage.clients)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from unittest import mock
 
 import pytest
 from aws_lambda_powertools import Tracer
-from hpcstage import tracing
+from hpcstage import clients, tracing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,3 +73,18 @@ def test_a_handler_imported_with_tracing_off_never_imports_the_xray_sdk(function
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, timeout=120
     )
     assert out.stdout.strip() == "NoTracing False"
+
+
+def test_the_handlers_clients_share_the_s3_clients_botocore_data() -> None:
+    """One loader (endpoint rules, partitions, service models read once) for the S3 client and the others."""
+    clients.reset()
+    try:
+        with mock.patch.dict("os.environ", {"AWS_DEFAULT_REGION": "us-east-1"}):
+            s3 = clients.s3()
+            ddb = clients.client("dynamodb")
+            sfn = clients.client("stepfunctions")
+        assert ddb._loader is s3._loader  # noqa: SLF001
+        assert sfn._loader is s3._loader  # noqa: SLF001
+        assert clients.client("dynamodb") is ddb
+    finally:
+        clients.reset()
