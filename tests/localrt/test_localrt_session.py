@@ -41,3 +41,26 @@ def test_one_session_serves_the_deployment_and_every_client_of_a_run(monkeypatch
         second = aws.session
     assert made == [first, second]
     assert second is not first
+
+
+def test_the_interpreters_task_clients_are_ready_when_the_emulator_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """moto's interpreter makes a client per Lambda/EventBridge task; once LocalAws is running, making one reads
+    no botocore data file (the first execution no longer pays for them at its first and last task)."""
+    import botocore.loaders
+    from moto.stepfunctions.parser.asl.utils.boto_client import boto_client_for
+
+    reads: list[str] = []
+    real = botocore.loaders.JSONFileLoader.load_file
+
+    def counted(self: Any, file_path: str) -> Any:
+        reads.append(file_path)
+        return real(self, file_path)
+
+    with LocalAws(server=True):
+        monkeypatch.setattr(botocore.loaders.JSONFileLoader, "load_file", counted)
+        made = [boto_client_for(region="us-east-1", service=service) for service in ("lambda", "events")]
+        monkeypatch.undo()
+    assert [client.meta.service_model.service_name for client in made] == ["lambda", "events"]
+    assert reads == []

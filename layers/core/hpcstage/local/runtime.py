@@ -93,6 +93,25 @@ def _logger_level(name: str, level: int) -> Iterator[None]:
         logger.setLevel(previous)
 
 
+# The services whose tasks the state machines run through moto's interpreter (lambda:invoke, events:putEvents).
+TASK_SERVICES = ("lambda", "events")
+
+
+def _warm_task_clients(region: str) -> None:
+    """Make once the clients moto's Step Functions interpreter makes for each Lambda and EventBridge task.
+
+    The interpreter makes a boto3 client from boto3's default Session for every task it runs
+    (``boto_client_for``); the first of each service read botocore's data files for that Session and service
+    (0.1-0.15 s each here, up to 0.6 s on a loaded machine) inside the first execution -- at its first task
+    and at its last -- a cost Step Functions does not have on AWS. Made here, when the emulator starts, with
+    the interpreter's own function, so that an execution pays only what the service would.
+    """
+    from moto.stepfunctions.parser.asl.utils.boto_client import boto_client_for
+
+    for service in TASK_SERVICES:
+        boto_client_for(region=region, service=service)
+
+
 class LocalAws:
     """moto with the hpcstage patches, fake credentials and a region, for the life of a ``with``.
 
@@ -163,6 +182,7 @@ class LocalAws:
                 from moto import mock_aws
 
                 stack.enter_context(mock_aws(config=MOTO_CONFIG))  # type: ignore[call-overload]
+            _warm_task_clients(self.region)
         except BaseException:
             stack.close()
             raise
