@@ -334,6 +334,7 @@ class LocalAws:
         return deployed
 
     def run(self, state_machine_arn: str, input: Any = None, **kwargs: Any) -> ExecutionResult:  # noqa: A002
+        kwargs.setdefault("status_probe", backend_status)
         return run_execution(self.client("stepfunctions"), state_machine_arn, input, **kwargs)
 
 
@@ -982,6 +983,17 @@ class ExecutionTimeout(TimeoutError):
 
 
 _MAX_HISTORY_PAGES = 10_000
+# How often run_execution asks ``status_probe`` between two DescribeExecution calls.
+PROBE_S = 0.05
+
+
+def backend_status(execution_arn: str) -> str:
+    """An execution's status read from moto's Step Functions backend in this process (LocalAws runs it here,
+    in either mode): no request, no rendering, microseconds, where a DescribeExecution costs ~7 ms of CPU."""
+    from moto.stepfunctions.responses import get_backend
+
+    _, _, _, region, account, _ = execution_arn.split(":", 5)
+    return str(get_backend(account, region).describe_execution(execution_arn).status)
 
 
 def _history_events(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
@@ -1012,6 +1024,7 @@ def run_execution(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     stop_on_timeout: bool = True,
     history_every_s: float | None = None,
+    status_probe: Callable[[str], str] | None = None,
 ) -> ExecutionResult:
     """Start an execution and wait for it, at most ``timeout_s``.
 
@@ -1023,6 +1036,11 @@ def run_execution(
     On the embedded endpoint a history costs ~4x a status (moto renders every event: 28 ms of CPU against
     8 ms for 27 events, in the process that runs the execution), so a caller that only shows progress polls
     it less often than the status.
+
+    ``status_probe`` (``LocalAws.run``: ``backend_status``) reads the status without a request; asked every
+    ``PROBE_S`` between two polls, it ends the wait as soon as the execution has ended (seen 0.025 s after its
+    end on average, instead of ``poll_s / 2``). The status and the output returned still come from
+    DescribeExecution.
     """
     if timeout_s <= 0 or poll_s <= 0:
         raise ValueError("timeout_s and poll_s must be positive")
@@ -1039,7 +1057,8 @@ def run_execution(
     description: dict[str, Any] = {"status": "RUNNING"}
     finished = False
     history_due = time.monotonic()
-    for _ in range(math.ceil(timeout_s / poll_s) + 2):
+    step_s = poll_s if status_probe is None else min(poll_s, PROBE_S)
+    for _ in range(math.ceil(timeout_s / step_s) + 2):
         description = sfn.describe_execution(executionArn=execution_arn)
         if on_event is not None and description["status"] == "RUNNING" and time.monotonic() >= history_due:
             history_due = time.monotonic() + history_every_s
@@ -1052,7 +1071,7 @@ def run_execution(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        time.sleep(min(poll_s, remaining))
+        _wait(min(poll_s, remaining), execution_arn, status_probe)
     if not finished:
         final_status = None
         if stop_on_timeout:
@@ -1074,6 +1093,18 @@ def run_execution(
         cause=description.get("cause"),
         history=history,
     )
+
+
+def _wait(seconds: float, execution_arn: str, status_probe: Callable[[str], str] | None) -> None:
+    """Sleep ``seconds``, or less: until ``status_probe`` says the execution is no longer RUNNING."""
+    if status_probe is None:
+        time.sleep(seconds)
+        return
+    until = time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0:
+        time.sleep(min(PROBE_S, left))
+        if status_probe(execution_arn) != "RUNNING":
+            return
 
 
 _STOP_SETTLE_S = 10.0
