@@ -9,6 +9,12 @@ waits for it) and, for the state machine, when its first LIST arrived.
 
     python -m bench.demo_machine --rounds 2 1x1 1x4
     python -m bench.demo_machine --s3 embedded 1x1
+    python -m bench.demo_machine --timeline 1x1
+
+``--timeline`` also prints, for each state machine run, when each step of its start and end happened (seconds
+after the execution was started; the same clock as the endpoint's LIST arrivals): the handlers' imports (a
+Lambda cold start), their invocations, the clients made, the launcher's writes, the lister's first claim and
+LIST, the last LIST's answer, the completion and reduce, and when the poll saw the end.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +90,118 @@ def cpu_now(aws: Any) -> tuple[float, float]:
     return cpu_s(os.getpid()), cpu_s(aws.s3.pid) if aws.s3 is not None else 0.0
 
 
+class Timeline:
+    """Marks (label, start, end, thread) around the calls that make up a run's start and end: the functions
+    below are wrapped for the life of the process (a bench, never the product)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.marks: list[tuple[str, float, float, str]] = []
+
+    def _wrap(self, owner: Any, attr: str, label: Callable[..., str] | str) -> None:
+        original = getattr(owner, attr)
+        marks = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.monotonic()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                name = label(*args, **kwargs) if callable(label) else label
+                with marks.lock:
+                    marks.marks.append((name, start, time.monotonic(), threading.current_thread().name))
+
+        setattr(owner, attr, timed)
+
+    def install(self) -> None:
+        """The handlers' imports and invocations now; the core's functions once a handler has imported them
+        (importing them here would make the first handler's cold start look shorter than the demo's)."""
+        from hpcstage.local import motopatch
+
+        def step(fn: Any, code_dir: Any, event: Any) -> str:
+            kind = "launch" if "task_token" in event else "validate" if "input" in event else "run"
+            return f"invoke {fn.function_name.rsplit('-', 1)[-1]} ({kind})"
+
+        load = motopatch._load_handler_module
+        installed: list[bool] = []
+
+        def load_then_wrap(key: Any) -> Any:
+            module = load(key)
+            if not installed:
+                installed.append(True)
+                self._install_core()
+            return module
+
+        motopatch._load_handler_module = load_then_wrap
+        self._wrap(
+            motopatch, "_load_handler_module", lambda key: f"import {key.function_name.rsplit('-', 1)[-1]}"
+        )
+        self._wrap(motopatch, "invoke_handler", step)
+        # the interpreter's Lambda task: the boto3 client it makes for each call, then the request reaching
+        # moto's Lambda backend (the patched invoke decodes the event first)
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+        self._wrap(
+            lambda_eval_utils,
+            "boto_client_for",
+            lambda **kw: f"interpreter's boto3 client ({kw.get('service')})",
+        )
+        self._wrap(motopatch, "_decode_event", "moto's Lambda backend decodes an event")
+
+    def _install_core(self) -> None:
+        from hpcstage import clients
+        from hpcstage.inventory import fleet
+
+        self._wrap(clients, "s3", "clients.s3()")
+        self._wrap(clients, "source_s3", "clients.source_s3()")
+        self._wrap(clients, "client", lambda service: f"clients.client({service})")
+        self._wrap(fleet, "launch", "fleet.launch")
+        self._wrap(fleet, "list_range", "fleet.list_range")
+        self._wrap(fleet, "notify_if_done", "fleet.notify_if_done")
+        self._wrap(fleet, "reduce_run", "fleet.reduce_run")
+        self._wrap(fleet, "send_result", "fleet.send_result")
+        self._wrap(fleet.Lister, "run", "Lister.run")
+        self._wrap(fleet.Lister, "__init__", "Lister.__init__")
+        for method in ("create", "claim", "open_ranges", "add_meta", "add_hunger", "finish", "checkpoint"):
+            self._wrap(fleet.FleetStore, method, f"FleetStore.{method}")
+
+    def report(
+        self, t0: float, lists: list[tuple[float, float]], end: float, history: list[dict[str, Any]]
+    ) -> str:
+        """One line per label (its first call; the count and total when called more than once), the LISTs at
+        the endpoint, the execution's history events, in order of time after ``t0``."""
+        with self.lock:
+            marks = [m for m in self.marks if m[1] >= t0]
+        rows: list[tuple[float, str]] = []
+        seen: dict[str, list[tuple[float, float, str]]] = {}
+        for label, start, stop, thread in marks:
+            seen.setdefault(label, []).append((start, stop, thread))
+        for label, calls in seen.items():
+            start, stop, thread = calls[0]
+            more = (
+                f"; {len(calls)} calls, {sum(b - a for a, b, _ in calls):.3f} s in all"
+                if len(calls) > 1
+                else ""
+            )
+            rows.append((start - t0, f"{label}: {stop - start:.3f} s [{thread}]{more}"))
+            if len(calls) > 1:
+                last = calls[-1]
+                rows.append((last[0] - t0, f"{label} (last): {last[1] - last[0]:.3f} s [{last[2]}]"))
+        if lists:
+            rows.append((lists[0][0] - t0, f"first LIST arrives at the endpoint ({lists[0][1]:.3f} s there)"))
+            last_answer = max(a + d for a, d in lists)
+            rows.append((last_answer - t0, f"last LIST answered ({len(lists)} LIST)"))
+        # the history's timestamps are wall-clock: placed on this clock by the offset between the two now
+        offset = time.time() - time.monotonic()
+        for event in history:
+            at = event["timestamp"].timestamp() - offset - t0
+            details = next((v for k, v in event.items() if k.endswith("EventDetails")), {})
+            name = details.get("name") or details.get("resourceType", "")
+            rows.append((at, f"history: {event['type']} {name}".rstrip()))
+        rows.append((end - t0, "run_execution returned (the poll saw the end)"))
+        return "\n".join(f"  {at:7.3f} s  {text}" for at, text in sorted(rows))
+
+
 def busy(lists: list[tuple[float, float]]) -> float:
     """The share of the time from the first LIST's arrival to the last one's answer in which the endpoint
     was answering at least one LIST."""
@@ -100,6 +219,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--objects", type=int, default=100_000)
     ap.add_argument("--s3", choices=("process", "embedded"), default="process", help="where S3 is served")
+    ap.add_argument(
+        "--timeline", action="store_true", help="print when each step of a run's start and end happened"
+    )
     args = ap.parse_args(argv)
     sizings = [tuple(int(x) for x in s.lower().split("x")) for s in args.sizing] or [
         (DEMO_FLEET["max_listers"], DEMO_FLEET["streams"])
@@ -107,6 +229,9 @@ def main(argv: list[str]) -> int:
     os.environ.update(QUIET_ENV)
     lists = ListTimes()
     lists.install()
+    timeline = Timeline()
+    if args.timeline:
+        timeline.install()
     root = _project_root()
     with LocalAws(server=True, s3_process=args.s3 == "process") as aws:
         aws.client("s3").create_bucket(Bucket=DEMO_BUCKET)
@@ -132,6 +257,8 @@ def main(argv: list[str]) -> int:
                     f"{busy(got):.0%} from first to last LIST; {cpu_note(aws, cpu)}",
                     flush=True,
                 )
+                if args.timeline:
+                    print(timeline.report(t, sorted(got), t + took, res.history), flush=True)
             t, cpu = time.monotonic(), cpu_now(aws)
             counted = _s5cmd_du(aws.s3_endpoint_url, DEMO_BUCKET)
             took = time.monotonic() - t

@@ -7,11 +7,11 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import clients
+from hpcstage import clients, tracing
 from hpcstage.inventory import fleet
 
 logger = Logger()
-tracer = Tracer()
+tracer = Tracer(provider=tracing.provider())  # no X-Ray SDK import when tracing is off (hpcstage.tracing)
 metrics = Metrics()
 
 

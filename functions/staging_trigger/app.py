@@ -23,12 +23,12 @@ from aws_lambda_powertools.utilities.idempotency import (
     idempotent_function,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import clients
+from hpcstage import clients, tracing
 from hpcstage.staging import trigger as staging_trigger
 from hpcstage.staging.config import StagingDefaults
 
 logger = Logger()
-tracer = Tracer()
+tracer = Tracer(provider=tracing.provider())  # no X-Ray SDK import when tracing is off (hpcstage.tracing)
 metrics = Metrics()
 
 # Longer than EventBridge retries a delivery (24 h) and than any archive replay is likely to lag.

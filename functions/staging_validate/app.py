@@ -5,12 +5,12 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from hpcstage import clients
+from hpcstage import clients, tracing
 from hpcstage.staging import steps
 from hpcstage.staging.config import StagingDefaults, validate_staging_input
 
 logger = Logger()
-tracer = Tracer()
+tracer = Tracer(provider=tracing.provider())  # no X-Ray SDK import when tracing is off (hpcstage.tracing)
 metrics = Metrics()
 
 

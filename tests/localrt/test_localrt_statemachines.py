@@ -19,6 +19,7 @@ from hpcstage.local import (
     describe_map_runs,
     run_execution,
 )
+from hpcstage.local.runtime import backend_status
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STACK = "hpcstage-local"
@@ -240,6 +241,30 @@ def test_the_history_is_polled_less_often_than_the_status_when_asked(
         "WaitStateExited",
         "ExecutionSucceeded",
     ]
+
+
+def test_the_end_is_seen_from_the_backend_between_two_status_polls(stack: tuple[LocalAws, Deployed]) -> None:
+    """Given a 1 s execution whose status is due every hour: LocalAws.run's probe of moto's backend ends the
+    wait once the execution has ended, with two DescribeExecution calls in all (the first poll, the last)."""
+    aws, deployed = stack
+    definition = {"StartAt": "Nap", "States": {"Nap": {"Type": "Wait", "Seconds": 1, "End": True}}}
+    role = aws.client("iam").get_role(RoleName="hpcstage-local-execution")["Role"]["Arn"]
+    sfn = CountingSfn(aws.client("stepfunctions"))
+    arn = sfn.create_state_machine(name="prober", definition=json.dumps(definition), roleArn=role)
+    probed: list[str] = []
+
+    def probe(execution_arn: str) -> str:
+        status = backend_status(execution_arn)
+        probed.append(status)
+        return status
+
+    result = run_execution(sfn, arn["stateMachineArn"], {}, timeout_s=600, poll_s=3600, status_probe=probe)
+
+    assert result.status == "SUCCEEDED"
+    assert sfn.calls["describe_execution"] == 2
+    assert probed[-1] == "SUCCEEDED"
+    assert set(probed[:-1]) <= {"RUNNING"}
+    assert backend_status(result.execution_arn) == "SUCCEEDED"
 
 
 def test_distributed_map_runs_the_lambda_for_each_item_read_from_s3(stack: tuple[LocalAws, Deployed]) -> None:
