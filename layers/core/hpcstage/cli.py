@@ -81,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=_positive_int,
         default=default_workers(),
-        help=f"concurrent ListObjectsV2 streams that split work among themselves, over all processes "
-        f"(default {default_workers()})",
+        help=f"concurrent ListObjectsV2 streams that split work among themselves, over all processes, at "
+        f"most: each process lets in what its page latency and CPU per page keep busy (default {default_workers()})",
     )
     inv.add_argument(
         "--procs",

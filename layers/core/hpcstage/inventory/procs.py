@@ -218,6 +218,11 @@ class LinkedPool(LocalPool):
             self._active -= 1
             self._report()
 
+    def resize(self, streams: int) -> None:
+        """The streams that list at once now (runner.StreamGate): "hungry" is more than half of these idle."""
+        with self._cv:
+            self._streams = streams
+
     def fail(self, err: BaseException) -> None:
         self.stopping = True  # this worker's other streams stop at their next page: the run is lost
         super().fail(err)

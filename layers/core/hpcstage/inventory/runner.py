@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -76,6 +78,117 @@ def default_workers() -> int:
     """Streams for this machine: listing waits on S3 far more than it computes (~5 ms CPU a page against
     50-300 ms of latency), so many streams share a core; 32 per core, at least 32 and at most 256."""
     return max(32, min(256, 32 * (os.cpu_count() or 1)))
+
+
+class StreamGate:
+    """How many of one process's streams list at once, sized from what its pages cost.
+
+    A stream turns out one page per (wait + CPU) for a page; the streams of one process share one GIL, so
+    together they turn out at most 1 / CPU pages a second. About ``(wait + cpu) / cpu`` streams keep that
+    core busy; more add no pages and cost CPU of their own (on the local endpoint, 64 streams spent 11.4-12.3
+    ms of CPU a page against 8.4-9.1 ms for 4-16, and made more splits and Parquet parts: bench/RESULTS.md).
+    So the gate lets ``ceil(HEADROOM * (wait + cpu) / cpu)`` streams in, at most ``most``. ``wait`` is the
+    least wait of the last MEMORY windows of WINDOW answered attempts (an attempt's wall time less the CPU
+    its thread spent between sending it and reading the answer): the page latency without the time a
+    thread queues for the GIL or a core when the process is busy, which grows with the streams and would
+    feed on itself. ``cpu`` is this process's CPU per attempt over the last window, everything included.
+    HEADROOM covers latencies above the least one. S3's 50-300 ms pages for ~9 ms of CPU give 14-69
+    streams per process; the local endpoint's 50 ms pages about 14.
+
+    Streams over the limit wait at the gate before taking a range (a listing stream is never stopped, so a
+    smaller limit takes effect as ranges end); the limit starts at START and moves after every WINDOW
+    answered attempts. ``measured=False`` (a client without request hooks, whose attempts are not seen)
+    lets all ``most`` streams in from the start.
+    """
+
+    START = 8
+    WINDOW = 32
+    MEMORY = 4
+    HEADROOM = 2.0
+
+    def __init__(
+        self, most: int, *, measured: bool = True, cpu_clock: Callable[[], float] = time.process_time
+    ) -> None:
+        self.most = max(1, most)
+        self.limit = min(self.most, self.START) if measured else self.most
+        self._cv = threading.Condition()
+        self._inside = 0
+        self._over = False
+        self._clock = cpu_clock
+        self._waits: list[float] = []
+        self._lows: list[float] = []  # the least wait of each of the last MEMORY windows
+        self._cpu_at = cpu_clock()
+        self.history: list[tuple[float, float, int]] = []  # (wait, cpu) per window and the limit it gave
+        self._on_resize: list[Callable[[int], None]] = []
+
+    def on_resize(self, call: Callable[[int], None]) -> None:
+        self._on_resize.append(call)
+        call(self.limit)
+
+    def enter(self) -> bool:
+        """Wait for a place; False when the streams are over (every stream then leaves its loop)."""
+        with self._cv:
+            while not self._over and self._inside >= self.limit:
+                self._cv.wait()
+            if self._over:
+                return False
+            self._inside += 1
+            return True
+
+    def leave(self) -> None:
+        with self._cv:
+            self._inside -= 1
+            self._cv.notify()
+
+    def over(self) -> None:
+        """A stream found no more work: let every waiting stream out."""
+        with self._cv:
+            self._over = True
+            self._cv.notify_all()
+
+    def answered(self, wait: float) -> None:
+        """One attempt answered after ``wait`` seconds of waiting; every WINDOW of them resizes the gate."""
+        with self._cv:
+            self._waits.append(wait)
+            if len(self._waits) < self.WINDOW:
+                return
+            now = self._clock()
+            cpu, self._cpu_at = (now - self._cpu_at) / len(self._waits), now
+            self._lows = [*self._lows[-(self.MEMORY - 1) :], min(self._waits)]
+            self._waits = []
+            low = min(self._lows)
+            limit = self.size(low, cpu)
+            self.history.append((low, cpu, limit))
+            grew = limit > self.limit
+            self.limit = limit
+            if grew:
+                self._cv.notify_all()
+            calls = list(self._on_resize)
+        for call in calls:
+            call(limit)
+
+    def size(self, wait: float, cpu: float) -> int:
+        if cpu <= 0:
+            return self.most
+        return max(1, min(self.most, math.ceil(self.HEADROOM * (max(0.0, wait) + cpu) / cpu)))
+
+
+class _AttemptClock:
+    """A stream's RequestCounter hooks: the wait of each attempt (wall less this thread's CPU) to the gate."""
+
+    def __init__(self, gate: StreamGate) -> None:
+        self._gate = gate
+        self._at = threading.local()  # a stream's directory requests go out from threads of their own
+
+    def before(self) -> None:
+        self._at.sent = (time.perf_counter(), time.thread_time())
+
+    def after(self, _slow: bool) -> None:
+        sent = getattr(self._at, "sent", None)
+        if sent is not None:
+            self._at.sent = None
+            wall, cpu = sent
+            self._gate.answered((time.perf_counter() - wall) - (time.thread_time() - cpu))
 
 
 @dataclass
@@ -182,6 +295,7 @@ def run_streams(
     pool: StreamPool | None = None,
     id_base: str | None = None,
     id_numbers: Iterator[int] | None = None,
+    gate: StreamGate | None = None,
 ) -> StreamsOutcome:
     """``workers`` streams list ``seeds``, stealing work from each other, until done or ``should_stop``.
 
@@ -192,9 +306,17 @@ def run_streams(
     apart). A failure in any stream stops the others and is raised.
 
     ``pool`` replaces the in-memory pool of ``seeds`` (a worker process's pool, linked to the others:
-    hpcstage.inventory.procs); it has LocalPool's methods.
+    hpcstage.inventory.procs); it has LocalPool's methods. ``gate`` sizes how many of the ``workers`` streams
+    list at once (StreamGate; by default one measuring this client's attempts).
     """
     pool = pool if pool is not None else LocalPool(seeds)
+    if gate is None:
+        gate = StreamGate(
+            workers, measured=bool(getattr(getattr(s3, "meta", None), "hpcstage_counts_requests", False))
+        )
+    resize = getattr(pool, "resize", None)
+    if resize is not None:
+        gate.on_resize(resize)
     results: list[ShardResult] = []
     remainder: list[KeyRange] = []
     lock = threading.Lock()
@@ -223,43 +345,56 @@ def run_streams(
 
     def stream() -> Any:
         stats = new_stats()
-        counter = RequestCounter()
-        while (rng := pool.get()) is not None:
-            with progress.lock:
-                progress.streams_active = pool.active
+        clock = _AttemptClock(gate)
+        counter = RequestCounter(before_attempt=clock.before, after_attempt=clock.after)
+        while gate.enter():
             try:
-                res = list_range(
-                    s3,
-                    bucket,
-                    prefix,
-                    rng,
-                    writer=make_writer(rng.id),
-                    stats=stats,
-                    counter=counter,
-                    wanted=pool.wanted,
-                    give=give,
-                    new_id=new_id,
-                    should_stop=stop,
-                    options=options,
-                    on_page=progress.page,
-                )
-            except BaseException as err:
-                pool.fail(err)
-                raise
+                if not take_range(stats, counter):
+                    gate.over()
+                    break
             finally:
-                pool.finish()
-            # fold this range's buffered pages into the stream's statistics now, while the others list,
-            # rather than every stream's at once after the last page (the merge: ~0.5 s for 32 streams)
-            fold = getattr(stats, "fold", None)
-            if fold is not None:
-                fold()
-            with lock:
-                results.append(res)
-                remainder.extend(res.subranges)
-            with progress.lock:
-                progress.ranges_done += 1
-                progress.streams_active = pool.active
+                gate.leave()
         return stats
+
+    def take_range(stats: Any, counter: RequestCounter) -> bool:
+        """List one range from the pool; False when there is none left."""
+        if (rng := pool.get()) is None:
+            return False
+        with progress.lock:
+            progress.streams_active = pool.active
+        try:
+            res = list_range(
+                s3,
+                bucket,
+                prefix,
+                rng,
+                writer=make_writer(rng.id),
+                stats=stats,
+                counter=counter,
+                wanted=pool.wanted,
+                give=give,
+                new_id=new_id,
+                should_stop=stop,
+                options=options,
+                on_page=progress.page,
+            )
+        except BaseException as err:
+            pool.fail(err)
+            raise
+        finally:
+            pool.finish()
+        # fold this range's buffered pages into the stream's statistics now, while the others list,
+        # rather than every stream's at once after the last page (the merge: ~0.5 s for 32 streams)
+        fold = getattr(stats, "fold", None)
+        if fold is not None:
+            fold()
+        with lock:
+            results.append(res)
+            remainder.extend(res.subranges)
+        with progress.lock:
+            progress.ranges_done += 1
+            progress.streams_active = pool.active
+        return True
 
     with progress.lock:
         progress.ranges_total += len(seeds)
