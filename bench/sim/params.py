@@ -69,9 +69,12 @@ class LambdaParams:
     cold_start_s: float = 1.0
     # Overhead of a warm invocation through Step Functions' lambda:invoke (assumption: 50 ms).
     warm_invoke_s: float = 0.05
-    # CPU per 1,000-object page in the lister: PartWriter (Parquet) + InventoryStats. Measured 4.4 ms on
-    # this machine (bench: 100 pages of the dated shape), scaled by 1/0.58 vCPU at 1,024 MB -> 8 ms.
-    cpu_per_page_s: float = 0.008
+    # CPU per 1,000-object page in the lister, everything a page costs: the request (botocore), the page
+    # parser, URL decoding, Parquet and statistics. `python -m bench.cpu_per_key --keys 300000` at 1b5a40a:
+    # 5.97, 6.13 and 7.63 CPU-s per million keys (bench/RESULTS.md, CPU per listed key part 3); the median,
+    # 6.13 ms a page, scaled by 1/0.58 vCPU at 1,024 MB -> 10.6 ms. (Until 2026-11-23: 8 ms, from 4.4 ms of
+    # Parquet and statistics alone, which left out the request and the parser.)
+    cpu_per_page_s: float = 0.0106
     # vCPU of a 1,024 MB Lambda (the listers'; the fleet's reduce runs in the lister that ends the run): CPU
     # measured on this machine is scaled by 1/vcpu (Lambda allocates CPU in proportion to memory, one vCPU at
     # 1,769 MB: docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html)
