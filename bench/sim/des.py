@@ -122,8 +122,10 @@ class Config:
     # machine (base, per lease item, per segment, per roll-up; scaled to the Lambda by LambdaParams.vcpu),
     # and the bytes of a lease item (plus per segment it holds) that its Query pages through
     # (`python -m bench.reduce_cost`, four builds from 200 leases/400 segments/100 roll-ups to 400/1,200/1,000,
-    # 0.22-0.53 CPU-s at load 4-7: a rough fit, bench/RESULTS.md)
-    reduce_cpu_s: tuple[float, float, float, float] = (0.19, 0.0001, 0.00005, 0.00017)
+    # 0.22-0.53 CPU-s at load 4-7, a rough fit: 0.19 s + 0.1 ms a lease + 0.05 ms a segment + 0.17 ms a
+    # roll-up; then less what fleet._plain saved converting a lease item, measured alternately in one process:
+    # 0.082 -> 0.031 ms for an item of three segments, ~0.01 ms a lease and ~0.013 ms a segment. bench/RESULTS.md)
+    reduce_cpu_s: tuple[float, float, float, float] = (0.19, 0.00009, 0.000037, 0.00017)
     reduce_lease_item_bytes: int = 461
     reduce_segment_bytes: int = 184
     # a 1 MB Query page (assumption: DynamoDB publishes no latency per page size)
