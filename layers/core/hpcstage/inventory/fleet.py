@@ -166,9 +166,10 @@ DEFAULT_MAX_LAUNCHES = 20
 DEFAULT_STOP_MARGIN_S = 60.0
 # The lister that wins the completion notification reduces the run itself (no Reduce Lambda: at 100M objects
 # its cold start was ~1 s of a ~28 s run) when its Lambda has at least this long left, else the Reduce state
-# does. What reduce_run does at 1B objects (simulator, 1B dated): ~1,000 roll-up GETs 64 at a time (16 rounds,
-# ~1 s), the lease Query (~50,000 items in 1 MB pages, one after another: a few seconds), the LIST of data/
-# (one page per 1,000 parts) and the manifest, summary, reports, ranges, Hive and _latest PUTs: ~10-15 s.
+# does. What reduce_run does at 1B objects (simulator, 1B uniform): 16 roll-up Queries, the lease Query (~35,000
+# items in 1 MB pages, one after another) and their conversion, the LIST of data/ only after a takeover, and the
+# manifest, summary, reports, ranges, Hive and _latest PUTs: ~10 s, ~8.5 s of it CPU on the lister's 0.58 vCPU
+# (bench/reduce_cost.py, bench/RESULTS.md).
 # The costs are lopsided: a lister killed mid-reduce leaves the run to the Launch task's timeout (lister
 # timeout + 120 s) and the relaunch's Reduce state, while falling back costs ~1 s; hence ~8x the estimate.
 REDUCE_MARGIN_S = 120.0
@@ -332,7 +333,7 @@ def _plain(av: dict[str, Any]) -> Any:
     """A DynamoDB attribute value as plain Python (numbers as int, binary as bytes).
 
     The store's own reader: boto3's TypeDeserializer (a Decimal per number, then ``_ints``) took most of the
-    reduce's CPU per lease item (0.16 ms an item of three segments here, bench/RESULTS.md), and the reduce
+    reduce's CPU per lease item (0.08-0.16 ms an item of three segments here, bench/RESULTS.md), and the reduce
     reads every lease: 35,000 at 1B objects in the simulator."""
     ((tag, v),) = av.items()
     if tag == "S":
