@@ -171,7 +171,7 @@ DEFAULT_STOP_MARGIN_S = 60.0
 # manifest, summary, reports, ranges, Hive and _latest PUTs: ~10 s, ~8.5 s of it CPU on the lister's 0.58 vCPU
 # (bench/reduce_cost.py, bench/RESULTS.md).
 # The costs are lopsided: a lister killed mid-reduce leaves the run to the Launch task's timeout (lister
-# timeout + 120 s) and the relaunch's Reduce state, while falling back costs ~1 s; hence ~8x the estimate.
+# timeout + 120 s) and the relaunch's Reduce state, while falling back costs ~1 s; hence ~12x the estimate.
 REDUCE_MARGIN_S = 120.0
 # A lister's roll-up (its merged statistics and the sidecars they cover) travels inside its DynamoDB item,
 # zlib-compressed, when that takes at most this many bytes, and in an S3 object the item names when larger. The
