@@ -25,7 +25,6 @@ import sys
 import time
 import zlib
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,6 @@ from hpcstage.inventory.stats import InventoryStats
 TABLE = "reduce-bench"
 RESULTS = "reduce-bench-results"
 ROWS = 17_000  # rows of a segment's part: a checkpoint every 50 pages at ~340 keys a page on average
-_ANY = object()
 
 
 def _free_port() -> int:
@@ -114,8 +112,8 @@ def build(
             )
         return keys
 
-    with ThreadPoolExecutor(1) as pool:  # moto's transactions are not thread-safe
-        sidecars = [k for ks in pool.map(commit, zip([None, *pieces], per, strict=True)) for k in ks]
+    # one lease after another: moto's transactions are not thread-safe
+    sidecars = [k for job in zip([None, *pieces], per, strict=True) for k in commit(job)]
     rng = random.Random(7)
     stats = _rollup_stats(rng, prefixes)
     for i in range(listers):
@@ -204,11 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"built {a.leases} leases, {a.segments} segments, {a.listers} roll-ups in {time.monotonic() - t0:.0f} s"
         )
-        items = list(
-            fleet.FleetStore(ddb, TABLE, cfg.run_id)._query_all(
-                fleet.FleetStore(ddb, TABLE, cfg.run_id).lease_pk
-            )
-        )  # noqa: SLF001
+        store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+        items = list(store._query_all(store.lease_pk))  # noqa: SLF001
         size = sum(len(json.dumps(it)) for it in items)
         print(
             json.dumps(

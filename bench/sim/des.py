@@ -1080,7 +1080,7 @@ class Sim:
             # fleet.FleetStore.open_ranges: the Query starts at a random position of the shard (wrapping), so
             # that hungry listers scanning one shard do not all try the same first items
             at = self.rng.randrange(len(found))
-            items = (found[at:] + found[:at])[:10]
+            items = [found[(at + i) % len(found)] for i in range(10)]
         else:
             items = found[:10]
         if items:
@@ -1302,7 +1302,6 @@ class Sim:
         """fleet.reduce_run's time once the listing is done: its requests, one after another where the code
         waits for each, then its CPU on the reducing Lambda (bench/reduce_cost.py; Config.reduce_*)."""
         cfg = self.cfg
-        sp = self.p.s3
         ddb = cfg.ddb_median_s * math.exp(cfg.ddb_sigma**2 / 2)
         rollups = sum(1 for node in self.nodes if node.rolled)
         unrolled = sum(node.unrolled for node in self.nodes)
@@ -1318,8 +1317,7 @@ class Sim:
         t += math.ceil(unrolled / cfg.reduce_parallel) * get_mean
         if self.res.adoptions:
             # a lease was taken over: the reduce lists data/ for orphan parts (remove_orphan_parts)
-            page = (sp.latency_fixed_s + sp.latency_per_key_s * PAGE) * math.exp(sp.latency_sigma**2 / 2)
-            t += get_mean + math.ceil(self.res.parts / PAGE) * page
+            t += get_mean + math.ceil(self.res.parts / PAGE) * self.mean_page_s()
         # the manifest's three objects at once, then the summary and reports, athena.sql, the _latest pointer
         t += 4 * put_mean
         base, per_lease, per_segment, per_rollup = cfg.reduce_cpu_s

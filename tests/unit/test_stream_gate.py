@@ -74,13 +74,20 @@ def test_a_client_whose_attempts_are_not_seen_lets_every_stream_in() -> None:
     assert StreamGate(3).limit == 3
 
 
-def test_streams_over_the_limit_wait_and_leave_when_the_streams_are_over() -> None:
-    gate = StreamGate(2, measured=True)
+def a_stream_waiting_at(gate: StreamGate) -> tuple[threading.Thread, list[bool]]:
+    """The gate at a limit of 1 with one stream inside, and a second stream started that waits to enter
+    (``outcome`` gets what its ``enter()`` returned)."""
     gate.limit = 1
     assert gate.enter()
     outcome: list[bool] = []
     waiting = threading.Thread(target=lambda: outcome.append(gate.enter()))
     waiting.start()
+    return waiting, outcome
+
+
+def test_streams_over_the_limit_wait_and_leave_when_the_streams_are_over() -> None:
+    gate = StreamGate(2, measured=True)
+    waiting, outcome = a_stream_waiting_at(gate)
     waiting.join(0.2)
     assert waiting.is_alive() and outcome == []  # no place
     gate.over()
@@ -93,11 +100,7 @@ def test_streams_over_the_limit_wait_and_leave_when_the_streams_are_over() -> No
 def test_a_larger_limit_lets_waiting_streams_in() -> None:
     cpu = FakeCpu()
     gate = StreamGate(4, cpu_clock=cpu)
-    gate.limit = 1
-    assert gate.enter()
-    outcome: list[bool] = []
-    waiting = threading.Thread(target=lambda: outcome.append(gate.enter()))
-    waiting.start()
+    waiting, outcome = a_stream_waiting_at(gate)
     cpu.now = StreamGate.WINDOW * 0.001
     for _ in range(StreamGate.WINDOW):
         gate.answered(0.050)  # wait 50 ms for 1 ms of CPU: every stream
