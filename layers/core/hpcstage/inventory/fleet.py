@@ -1863,7 +1863,11 @@ def _merge_rollups(store: FleetStore, out: Any, sidecars: set[str], merged: Any)
     (its sidecars are then read one by one), so no segment is ever counted twice.
     """
     covered: set[str] = set()
-    for body in _parallel(lambda r: r.read(out), store.rollups()):
+    rollups = store.rollups()
+    # only the roll-ups kept in objects wait on S3 (threads); those in their items are read here, in order
+    fetched = iter(_parallel(lambda r: r.read(out), [r for r in rollups if r.body is None]))
+    for r in rollups:
+        body = r.read(out) if r.body is not None else next(fetched)
         covers = set(body["covers"])
         if covers <= sidecars and covers.isdisjoint(covered):
             merged.merge(stats_from_dict(body["stats"]))
