@@ -203,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
             f"built {a.leases} leases, {a.segments} segments, {a.listers} roll-ups in {time.monotonic() - t0:.0f} s"
         )
         store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
-        items = list(store._query_all(store.lease_pk))  # noqa: SLF001
+        items = [
+            it
+            for shard in range(fleet.LEASE_SHARDS)
+            for it in store._query_all(store.lease_pk(shard))  # noqa: SLF001
+        ]
         size = sum(len(json.dumps(it)) for it in items)
         print(
             json.dumps(

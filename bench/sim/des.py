@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, overload
 
-from hpcstage.inventory.fleet import COUNTER_SHARDS, REDUCE_MARGIN_S
+from hpcstage.inventory.fleet import COUNTER_SHARDS, LEASE_READERS, LEASE_SHARDS, REDUCE_MARGIN_S
 from hpcstage.inventory.keys import ByteInterval
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.pacing import Pacer
@@ -71,7 +71,6 @@ class Config:
     shards: int = 16
     poll_s: float = 0.5  # busy listers read the hunger shards this often
     idle_poll_s: float = 0.25  # an idle lister re-reads the shards this often
-    expiry_check_s: float = 2.0  # an idle lister queries the lease-expiry index at most this often
     publish_ways: int = 15  # pieces one stream's split may publish (fleet: SplitPolicy.max_ways - 1)
     lease_s: float = 10.0
     ckpt_pages: int = 50
@@ -226,7 +225,7 @@ def _bound(t: tuple[int, str]) -> str | None:
 
 
 class Lease:
-    __slots__ = ("lid", "root", "owner", "renewed", "committed", "donated", "live", "done", "part")
+    __slots__ = ("lid", "root", "owner", "renewed", "committed", "donated", "live", "done", "shard", "part")
 
     def __init__(self, lid: int, root: KeyRange, owner: Node, now: float) -> None:
         self.lid = lid
@@ -237,7 +236,8 @@ class Lease:
         self.donated: list[KeyRange] = []
         self.live = 0  # pieces of this lease its owner still holds (listing, queued, being published)
         self.done = False
-        self.part = f"lease:{(lid * 2654435761) % 256}"
+        self.shard = (lid * 2654435761) % LEASE_SHARDS  # fleet: a hash of the range id
+        self.part = f"lease:{self.shard}"
 
 
 class Stream:
@@ -303,6 +303,10 @@ class Node:
         "last_exp",
         "pages",
         "scan_step",
+        "scan_plan",
+        "scan_turn",
+        "lease_turn",
+        "fleet_size",
         "scan_every",
         "unrolled",
         "rolled",
@@ -334,6 +338,10 @@ class Node:
         self.last_poll = -1e9
         self.pending = 0  # claims in flight (Config.claim_found)
         self.scan_step = 0
+        self.scan_plan: list[int] = []  # the other shards the scan under way reads after the home one
+        self.scan_turn = 0  # fleet.Lister.scan_shards' rotation (a random start, set by the sim)
+        self.lease_turn = 0  # fleet.Lister.lease_scan_shards' rotation (set by the sim, as scan_turn)
+        self.fleet_size = 1  # the listers it counts alive (fleet.Lister._fleet_size)
         self.scan_every = 0.25
         self.unrolled = 0  # sidecars committed since the lister's last roll-up (fleet.Lister.write_rollup)
         self.rolled = False  # a roll-up of this lister is in the store
@@ -1008,6 +1016,11 @@ class Sim:
             node = Node(i, k, lp.cpu_per_page_s, self.p.retry.quota_capacity, i % cfg.shards)
             node.invoked = issued
             node.started = start
+            # the rotation's start (random in the fleet; a hash of the index here, so that the seeded draws
+            # of the rest of the run stay as they were)
+            node.scan_turn = (i * 2654435761) % (cfg.shards - 1)
+            node.lease_turn = (i * 40503) % LEASE_SHARDS
+            node.fleet_size = max(1, count)
             self.nodes.append(node)
             first = start if first is None else min(first, start)
             last = max(last, start)
@@ -1052,12 +1065,20 @@ class Sim:
 
     # -- fleet: claiming ---------------------------------------------------------------------------
     def claim_poll(self, node: Node, t: float) -> None:
-        """An idle stream looks for work (fleet.Lister._scan): its home shard of open ranges first, then one
-        other shard at random; one Query each."""
+        """An idle stream looks for work (fleet.Lister._scan): its home shard of open ranges first, then the
+        next ⌈(shards - 1) / listers alive⌉ others of its rotation (fleet.Lister.scan_shards); one Query each."""
         if node.claiming or not node.alive or node.ended is not None:
             return
         node.claiming = True
-        shard = node.home if node.scan_step == 0 else self.rng.randrange(self.cfg.shards)
+        if node.scan_step == 0:
+            shard = node.home
+            others = self.cfg.shards - 1
+            k = min(others, max(1, -(-others // node.fleet_size)))
+            turn = node.scan_turn
+            node.scan_turn = (turn + k) % others
+            node.scan_plan = [o + (o >= node.home) for o in ((turn + j) % others for j in range(k))]
+        else:
+            shard = node.scan_plan[node.scan_step - 1]
         # a Query reads 1 unit per 4 KB of the items it returns (Limit 10)
         size = sum(open_item_bytes(p) for p in self.shards[shard].open[:10])
         reads = {f"shard:{shard}": max(1, math.ceil(size / 4096))}
@@ -1091,22 +1112,32 @@ class Sim:
             node.pending = len(picks)
             for i, pick in enumerate(picks):
                 lid = len(self.leases) + i
-                part = f"lease:{(lid * 2654435761) % 256}"
+                part = f"lease:{(lid * 2654435761) % LEASE_SHARDS}"
                 # the transactional delete of the open item costs 2 units per KB of it
                 writes = {f"shard:{shard}": 2 + 2 * open_item_kb(pick), part: 2}
                 if node.hungry and i == len(picks) - 1:
                     writes[f"shard:{node.home}"] = writes.get(f"shard:{node.home}", 0) + 2
                 self.at(self.ddb(now, "claim", writes=writes), self.on_claim, node, shard, pick)
             return
-        if node.scan_step == 0:
-            node.scan_step = 1  # the home shard was empty: one other shard at once
+        if node.scan_step < len(node.scan_plan):
+            node.scan_step += 1  # this shard was empty: the next one of the scan at once
             self.claim_poll(node, now)
             return
         node.scan_step = 0
-        if self.dead_leases and now - node.last_exp >= cfg.expiry_check_s:
+        node.fleet_size = max(1, self.live)  # the meta item's live, read by a scan that found nothing
+        if now - node.last_exp >= cfg.lease_s / 4:
+            # fleet.Lister._scan: at most every lease_s / 4, the next ⌈64 / listers alive⌉ lease partitions of
+            # its rotation, one Query each (at once); a Query reads every item of its partition (the filter
+            # on state and lease_until drops the rest after the read): a unit per 4 KB
             node.last_exp = now
             node.claiming = True
-            self.at(self.ddb(now, "query_expired", reads={"lease-index": 1}), self.on_exp_query, node)
+            k = min(LEASE_SHARDS, max(1, -(-LEASE_SHARDS // node.fleet_size)))
+            shards = [(node.lease_turn + j) % LEASE_SHARDS for j in range(k)]
+            node.lease_turn = (node.lease_turn + k) % LEASE_SHARDS
+            per_shard = (self.res.claims + self.res.local_claims + 1) / LEASE_SHARDS
+            units = max(1, math.ceil(per_shard * cfg.reduce_lease_item_bytes / 4096))
+            reads = {f"lease:{sh}": units for sh in shards}
+            self.at(self.ddb(now, "query_expired", reads=reads), self.on_exp_query, node, set(shards))
             return
         if not node.hungry:
             node.hungry = True
@@ -1157,11 +1188,15 @@ class Sim:
             # fleet.Lister.acquire: the streams still idle scan again, at most every scan interval
             self.at(self.now + node.scan_every, self.claim_poll, node, self.now + node.scan_every)
 
-    def on_exp_query(self, node: Node) -> None:
+    def on_exp_query(self, node: Node, shards: set[int]) -> None:
         if not node.alive:
             return
         now = self.now
-        cands = [lz for lz in self.dead_leases if not lz.done and lz.renewed + self.cfg.lease_s < now]
+        cands = [
+            lz
+            for lz in self.dead_leases
+            if not lz.done and lz.renewed + self.cfg.lease_s < now and lz.shard in shards
+        ]
         if not cands:
             node.claiming = False
             if not node.hungry:
@@ -1311,9 +1346,11 @@ class Sim:
         self.res.reduce_rollups = rollups
         self.res.reduce_leases = leases
         lease_bytes = leases * cfg.reduce_lease_item_bytes + segments * cfg.reduce_segment_bytes
-        # the meta item; the lease Query, 1 MB a page, page after page; the counters' TransactGetItems; the
-        # roll-up Queries, one per shard at once; the sidecars no roll-up covers, 64 GETs at a time
-        t = ddb + math.ceil(lease_bytes / 1e6) * cfg.ddb_page_s + ddb + cfg.ddb_page_s
+        # the meta item; the lease Queries, one per lease partition, LEASE_READERS at a time (each a call, and
+        # ddb_page_s per MB it reads); the counters' TransactGetItems; the roll-up Queries, one per shard at
+        # once; the sidecars no roll-up covers, 64 GETs at a time
+        rounds = math.ceil(LEASE_SHARDS / LEASE_READERS)
+        t = ddb + rounds * (ddb + lease_bytes / LEASE_SHARDS / 1e6 * cfg.ddb_page_s) + ddb + cfg.ddb_page_s
         t += math.ceil(unrolled / cfg.reduce_parallel) * get_mean
         if self.res.adoptions:
             # a lease was taken over: the reduce lists data/ for orphan parts (remove_orphan_parts)

@@ -465,6 +465,96 @@ def test_listers_look_for_the_seed_range_in_its_shard_first(
     assert [lister.acquire() for lister in listers[1:]] == [None, None]
 
 
+@pytest.mark.parametrize(
+    ("alive", "per_scan", "scans_to_cover"), [(1, 16, 1), (2, 9, 2), (3, 6, 3), (1000, 2, 15)]
+)
+def test_a_scan_reads_enough_shards_that_the_listers_alive_cover_them_all(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch, alive: int, per_scan: int, scans_to_cover: int
+) -> None:
+    """Each scan reads the home shard and the next ⌈15 / listers alive⌉ others of the lister's rotation, so a
+    lister alone reads every shard each scan and one of a thousand reads two; the rotation reaches every other
+    shard in ⌈15 / k⌉ scans, and a scan that finds nothing reads ``live`` from the meta item."""
+    s3, ddb = aws
+    cfg = config()
+    cfg.max_listers = alive
+    sfn, lam = FakeSfn(), FakeLambda()
+    fleet.launch(s3=s3, ddb=ddb, sfn=sfn, lam=lam, cfg=cfg, token="tok-1", lister_function="lister")
+    monkeypatch.setattr(fleet.Lister, "run", lambda self: self)
+    lister = fleet.run_lister(
+        s3=s3, ddb=ddb, sfn=sfn, event=lam.events[0], remaining_ms=lambda: 900_000, options=fast_options()
+    )
+    scans = [lister.scan_shards() for _ in range(scans_to_cover)]
+    assert all(len(s) == len(set(s)) == per_scan and s[0] == lister.scan_home for s in scans)
+    seen = {shard for s in scans for shard in s}
+    assert seen == set(range(fleet.OPEN_SHARDS))
+    assert len({shard for s in scans[:-1] for shard in s}) < fleet.OPEN_SHARDS  # not in fewer scans
+    # a scan that finds nothing learns how many listers are alive: the launcher wrote live = 0, so one
+    store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+    store.claim(KeyRange(id="r0"), "other:1", 60)  # nothing open, no lease expired
+    assert lister._scan() is None  # noqa: SLF001
+    assert len(lister.scan_shards()) == fleet.OPEN_SHARDS
+
+
+def test_lease_items_are_spread_over_partition_keys_by_a_hash_of_their_id(aws: tuple[Any, Any]) -> None:
+    """Each lease item's partition key names a hash of its id modulo 64; ``leases`` reads them all, in id order, and
+    ``shards=`` reads only the partitions named."""
+    _, ddb = aws
+    store = fleet.FleetStore(ddb, TABLE, "run-ls")
+    ids = [f"x{n}" for n in range(40)]
+    assert store.create("tok", [KeyRange(id=i) for i in ids], "now")
+    for i in ids:
+        assert store.claim(KeyRange(id=i), "o:1", 60) is not None
+    pks = {
+        it["sk"]["S"]: it["pk"]["S"]
+        for it in ddb.scan(TableName=TABLE)["Items"]
+        if it["pk"]["S"].startswith("run#run-ls#lease#")
+    }
+    assert pks == {i: f"run#run-ls#lease#{fleet._shard(i, 64):02d}" for i in ids}
+    assert len(set(pks.values())) > 20
+    assert [lease.id for lease in store.leases()] == sorted(ids)
+    some = {fleet._shard(i, 64) for i in ids[:3]}
+    assert [lease.id for lease in store.leases(shards=some)] == sorted(
+        i for i in ids if fleet._shard(i, 64) in some
+    )
+
+
+@pytest.mark.parametrize("alive", [1, 64])
+def test_an_expired_lease_in_any_partition_is_found_within_one_rotation(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch, alive: int
+) -> None:
+    """A lister looks for expired leases in the next ⌈64 / listers alive⌉ lease partitions of its rotation:
+    alone, it reads all 64 at its first look; one of 64, one partition a look, so it finds a dead lister's
+    lease at the look that reaches its partition, and at none before."""
+    s3, ddb = aws
+    cfg = config()
+    cfg.max_listers = alive
+    cfg.lease_seconds = 4
+    clock = Clock()
+    sfn, lam = FakeSfn(), FakeLambda()
+    fleet.launch(s3=s3, ddb=ddb, sfn=sfn, lam=lam, cfg=cfg, token="tok-1", lister_function="lister")
+    store = fleet.FleetStore(ddb, TABLE, cfg.run_id, clock)
+    dead = store.claim(KeyRange(id="r0"), "dead:1", 4)
+    assert dead is not None
+    clock.offset = 10  # past its lease
+    monkeypatch.setattr(fleet.Lister, "run", lambda self: self)
+    monkeypatch.setattr(fleet.FleetStore, "now_ms", lambda self: int(clock() * 1000))
+    lister = fleet.run_lister(
+        s3=s3, ddb=ddb, sfn=sfn, event=lam.events[0], remaining_ms=lambda: 900_000, options=fast_options()
+    )
+    store.add_meta("live", alive)  # what the listers' run() would have counted (read by an empty scan)
+    target = fleet._shard("r0", fleet.LEASE_SHARDS)
+    first = lister._lease_turn.at  # noqa: SLF001 - the rotation's random start
+    looks = 0
+    taken = None
+    while taken is None:
+        assert looks < fleet.LEASE_SHARDS
+        lister._last_lease_scan = -1e9  # noqa: SLF001 - a look is due at every scan
+        looks += 1
+        taken = lister._scan()  # noqa: SLF001
+    assert taken.id == "r0" and taken.owner.startswith(lister.owner)
+    assert looks == (1 if alive == 1 else (target - first) % fleet.LEASE_SHARDS + 1)
+
+
 def test_a_scan_claims_one_open_range_and_leaves_the_others_open(
     aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -147,7 +147,7 @@ class _RunWatch:
             self._say(f"  !! {ev.get('executionFailedEventDetails', {})}")
 
     def counts(self) -> str:
-        """Totals over the run's leases so far (one Query of the lease partition)."""
+        """Totals over the run's leases so far (one Query of each lease partition)."""
         if self.run is None:
             return "  listing: not started"
         from .inventory.fleet import FleetStore

@@ -5,7 +5,8 @@ in exactly one of three places, all in one DynamoDB table (PK ``pk``, SK ``sk``,
 
 - **open**: ``pk=run#<run>#open#<s>`` (s = 0..15, by a hash of the range id), ``sk=<range id>``: nobody lists
   it; ``start_after``/``end`` bound it.
-- **leased**: ``pk=run#<run>#lease``, ``sk=<range id>``: a stream of one lister lists it. The lease records the
+- **leased**: ``pk=run#<run>#lease#<l>`` (l = 00..63, by a hash of the range id: write sharding, as the
+  counters; a lease is written at every checkpoint and renewal), ``sk=<range id>``: a stream of one lister lists it. The lease records the
   owner, ``lease_until`` (epoch ms), the ``checkpoint`` (the last key durably written), the Parquet ``parts``
   and ``stats`` sidecars written so far, and the objects/bytes/requests/retries they hold. ``state`` is
   ``leased`` or, once listed, ``done``.
@@ -45,8 +46,9 @@ The protocol (every write conditional, so a lister that lost a race or its lease
   16 roll-up partitions, merges the roll-ups and reads only the sidecars none covers (a dead lister's last
   segments, a lister still writing): a Query per ~300 listers instead of a GET per checkpoint. A roll-up naming a sidecar no lease holds,
   or one another roll-up covered, is not used, so no segment counts twice.
-- **takeover**: an idle lister Queries the lease partition for ``state = leased`` and ``lease_until < now``
-  and takes one over with ``SET owner = me, lease_until = ...`` conditioned on ``lease_until`` being the value
+- **takeover**: an idle lister Queries lease partitions for ``state = leased`` and ``lease_until < now`` (the
+  next ⌈64 / listers alive⌉ of its rotation over the 64, at most every ``lease_s / 4``: the listers between
+  them read every partition, a lister alone reads all; ``Lister.lease_scan_shards``) and takes one over with ``SET owner = me, lease_until = ...`` conditioned on ``lease_until`` being the value
   it read; it resumes from the checkpoint. A heartbeat thread renews the leases of a lister's live streams
   every ``lease_s / 3``; a lister that dies loses only what it listed after its last checkpoint.
 - **completion**: a transaction returns no values, so whoever finishes a range then reads its own counter
@@ -151,6 +153,12 @@ from .versions import VERSIONS, stats_class, stats_from_dict, writer_class
 
 HUNGER_SHARDS = 16
 OPEN_SHARDS = 16
+# partition keys of the lease items (by a hash of the range id). A lease is written at each checkpoint and
+# renewal: the simulator counts 1,107 lease write units a second on average and 4,613 at peak in a 25M run, and
+# more at 1B; one partition key takes 1,000. The reduce Queries the 64, LEASE_READERS at a time (under the
+# DynamoDB client's 10 pooled connections).
+LEASE_SHARDS = 64
+LEASE_READERS = 8
 # items the outstanding-range count is spread over (write sharding: see the module docstring)
 COUNTER_SHARDS = 16
 # TransactGetItems of the counter items refused because a write on one of them was in flight: tries, and the
@@ -531,9 +539,8 @@ class FleetStore:
     def open_pk(self, shard: int) -> str:
         return f"run#{self.run}#open#{shard}"
 
-    @property
-    def lease_pk(self) -> str:
-        return f"run#{self.run}#lease"
+    def lease_pk(self, shard: int) -> str:
+        return f"run#{self.run}#lease#{shard:02d}"
 
     @property
     def hunger_pk(self) -> str:
@@ -574,7 +581,7 @@ class FleetStore:
         }
 
     def _lease_key(self, range_id: str) -> dict[str, Any]:
-        return {"pk": {"S": self.lease_pk}, "sk": {"S": range_id}}
+        return {"pk": {"S": self.lease_pk(_shard(range_id, LEASE_SHARDS))}, "sk": {"S": range_id}}
 
     # meta
     def meta(self) -> dict[str, Any] | None:
@@ -886,14 +893,23 @@ class FleetStore:
             yield from page.get("Items", ())
 
     # leases
-    def leases(self, *, expired_only: bool = False) -> list[Lease]:
+    def leases(self, *, expired_only: bool = False, shards: Iterable[int] | None = None) -> list[Lease]:
+        """The leases of the given lease partitions (all 64 unless told; one Query each, LEASE_READERS at
+        once), in range id order; ``expired_only``: those still leased whose ``lease_until`` has passed."""
         kw: dict[str, Any] = {}
         if expired_only:
             kw["FilterExpression"] = "#s = :leased AND lease_until < :now"
             kw["ExpressionAttributeNames"] = {"#s": "state", "#e": "end", "#o": "owner"}
             kw["ExpressionAttributeValues"] = {":leased": {"S": "leased"}, ":now": _n(self.now_ms())}
             kw["ProjectionExpression"] = "pk, sk, start_after, #e, #o, lease_until, checkpoint, #s"
-        return [Lease.from_item(_item(raw)) for raw in self._query_all(self.lease_pk, **kw)]
+        parts = _parallel(
+            lambda shard: [
+                Lease.from_item(_item(raw)) for raw in self._query_all(self.lease_pk(shard), **kw)
+            ],
+            list(range(LEASE_SHARDS) if shards is None else shards),
+            workers=LEASE_READERS,
+        )
+        return sorted((lease for part in parts for lease in part), key=lambda lease: lease.id)
 
     def takeover(self, seen: Lease, owner: str, lease_s: float) -> Lease | None:
         # counted before the attempt, so that a run whose count is 0 had no takeover: the reduce then knows no
@@ -1404,6 +1420,22 @@ class _Stream:
         self.lister.give(self, pieces)
 
 
+class _Rotation:
+    """A walk over ``n`` shards from a random start: ``next(listers)`` gives the next ⌈n / listers⌉ (at least
+    one, at most n), so that ``listers`` walking at the same pace read every shard between them at each step,
+    and one alone reads all of them."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.at = random.randrange(n)
+
+    def next(self, listers: int) -> list[int]:
+        k = min(self.n, max(1, -(-self.n // max(1, listers))))
+        got = [(self.at + j) % self.n for j in range(k)]
+        self.at = (self.at + k) % self.n
+        return got
+
+
 class Lister:
     """One lister invocation: ``cfg.streams`` streams, a heartbeat, and the store."""
 
@@ -1457,6 +1489,11 @@ class Lister:
         self.scan_home = (home if home is not None else self.home) % OPEN_SHARDS
         self._hunger_lock = threading.Lock()
         self._scan_every = self.options.scan_interval_s
+        # scan_shards' rotation over the other shards, and the listers it counts alive (the meta item's
+        # ``live``, read when a scan finds nothing; a lister that died uncounts nothing, so this only errs high)
+        self._open_turn = _Rotation(OPEN_SHARDS - 1)
+        self._lease_turn = _Rotation(LEASE_SHARDS)
+        self._fleet_size = max(1, cfg.max_listers)
         self._last_lease_scan = 0.0
         self._hunger_seen = 0
         self._hunger_served = 0
@@ -1602,11 +1639,9 @@ class Lister:
                 return lease
 
     def _scan(self) -> Lease | None:
-        """Open ranges first (the home shard, then one other at random: one Query each, so that a thousand
-        idle listers do not read every shard), then expired leases; sets ``finished`` when none remain."""
-        other = random.randrange(OPEN_SHARDS - 1)
-        shards = [self.scan_home, other + (other >= self.scan_home)]
-        for s in shards:
+        """Open ranges first (``scan_shards``: one Query each), then expired leases; sets ``finished`` when
+        none remain."""
+        for s in self.scan_shards():
             # range ids begin with their lister's hex id (Lister.new_id): a random hex start spreads the scans
             found = self.store.open_ranges(s, limit=self.cfg.streams, start=f"{random.getrandbits(48):012x}")
             # one range per scan, tried in random order: the lister's other idle streams are fed by its own
@@ -1621,7 +1656,7 @@ class Lister:
         now = time.monotonic()
         if now - self._last_lease_scan >= self.cfg.lease_seconds / 4:
             self._last_lease_scan = now
-            for seen in self.store.leases(expired_only=True):
+            for seen in self.store.leases(expired_only=True, shards=self.lease_scan_shards()):
                 if seen.owner.startswith(self.owner + ":"):
                     continue  # one of this lister's own streams holds it (and renews it)
                 taken = self.store.takeover(seen, self._holder(), self.cfg.lease_seconds)
@@ -1629,9 +1664,26 @@ class Lister:
                     return taken
         # one GetItem: the notifier of the run's completion set ``complete`` (no read of the counter items)
         meta = self.store.meta()
+        if meta is not None:
+            self._fleet_size = max(1, int(meta.get("live", 1)))
         if meta is None or meta.get("complete") or meta.get("error"):
             self.finished.set()
         return None
+
+    def scan_shards(self) -> list[int]:
+        """The shards of open ranges one scan reads: the home shard, then the next ``k`` others of this lister's
+        rotation (from a random start), ``k`` = ⌈15 / listers alive⌉ (at least 1). A thousand idle listers
+        read two shards each, not all sixteen; a few read enough that between them they read every shard at
+        each scan, and one alone reads them all in its rotation. (Reading one other shard at random, the two
+        listers left of three after one died took up to 40 s to find the last open range: 15 scans, backed
+        off to 2 s, between them.)"""
+        picked = self._open_turn.next(self._fleet_size)
+        return [self.scan_home, *(o + (o >= self.scan_home) for o in picked)]
+
+    def lease_scan_shards(self) -> list[int]:
+        """The lease partitions one look for expired leases reads: the next ⌈64 / listers alive⌉ of this
+        lister's rotation (as ``scan_shards``)."""
+        return self._lease_turn.next(self._fleet_size)
 
     def acquire(self) -> Lease | None:
         with self._cv:
