@@ -518,6 +518,29 @@ def test_lease_items_are_spread_over_partition_keys_by_a_hash_of_their_id(aws: t
     )
 
 
+def test_each_hunger_shard_is_an_item_of_its_own_partition_key_and_hunger_sums_them(
+    aws: tuple[Any, Any],
+) -> None:
+    """Hunger items are pk=run#<run>#hunger#<h>, sk=count (one partition key each: busy listers read all
+    sixteen twice a second); ``hunger`` sums hungry and live listers over them, never below 0."""
+    _, ddb = aws
+    store = fleet.FleetStore(ddb, TABLE, "run-hg")
+    store.add_hunger(3, 1, "live")
+    store.add_hunger(3, 1)
+    store.add_hunger(15, 1, "live")
+    store.add_hunger(15, 2)
+    store.add_hunger(15, -1)
+    items = {
+        it["pk"]["S"]: (it["sk"]["S"], it.get("n", {}).get("N"), it.get("live", {}).get("N"))
+        for it in ddb.scan(TableName=TABLE)["Items"]
+        if it["pk"]["S"].startswith("run#run-hg#")
+    }
+    assert items == {"run#run-hg#hunger#3": ("count", "1", "1"), "run#run-hg#hunger#15": ("count", "1", "1")}
+    assert store.hunger() == (2, 2)
+    store.add_hunger(0, -5)
+    assert store.hunger() == (0, 2)
+
+
 @pytest.mark.parametrize("alive", [1, 64])
 def test_an_expired_lease_in_any_partition_is_found_within_one_rotation(
     aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch, alive: int
