@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="25e6")
     ap.add_argument("--shapes", default="all", help="comma-separated, or 'all' (%s)" % ", ".join(ALL_SHAPES))
     ap.add_argument("--mode", default="fleet", help="fleet, host, static, sequential (comma-separated)")
-    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--seeds", type=int, default=1, help="how many seeds: --first-seed and those after it")
+    ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--streams", default="64,256", help="host streams")
     ap.add_argument("--listers", type=int, default=1000)
     ap.add_argument("--per-lister", default="8", help="streams per lister, e.g. 4,8,16")
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             runs_of_size.append((f"{shape} versioned x{args.versions_per_key:g}", make_any(shape, rows_n)))
         for (label, ks), cfg in itertools.product(runs_of_size, cfgs):
             rs = []
-            for seed in range(1, args.seeds + 1):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 t0 = time.perf_counter()
                 r = simulate(ks, cfg, seed=seed, params=params)
                 wall = time.perf_counter() - t0
