@@ -70,7 +70,7 @@ validate: $(STAMP) $(SAM) $(CHECKOV)
 	$(VENV)/bin/pytest -q tests/unit/test_templates.py
 
 test: $(STAMP) $(SAM) $(CHECKOV) lint typecheck local-slurm
-	$(VENV)/bin/pytest -q -m "not heavy"
+	$(VENV)/bin/pytest -q -m "not heavy" --durations=15
 
 # build the Lambda layer with sam (python3.12 needed on PATH) and check its size against the 250 MB limit
 layer: $(STAMP) $(SAM)
