@@ -160,7 +160,7 @@ def _run_of(layout: tuple[bytes, ...]) -> re.Pattern[bytes]:
     """A run of <Contents> elements of exactly ``layout``, no '<' in any value (an empty ChecksumAlgorithm,
     which the regex paths read as none, is left to them)."""
     fields = b"".join(
-        b"<%s>[^<]%s</%s>" % (tag, b"+" if tag == b"ChecksumAlgorithm" else b"*", tag) for tag in layout
+        b"<%s>[^<]%s</%s>" % (tag, b"++" if tag == b"ChecksumAlgorithm" else b"*+", tag) for tag in layout
     )
     return re.compile(b"(?:<Contents>" + fields + b"</Contents>)*")
 
