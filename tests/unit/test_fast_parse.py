@@ -322,29 +322,45 @@ def test_other_elements_go_to_the_regex_paths(elements: dict[str, str]) -> None:
 
 
 def test_pages_of_mixed_or_odd_objects_go_to_the_regex_paths() -> None:
-    objects = _objects(["a", "b", "c"])
-    mixed = (
-        _body(objects[:2], url=True, checksum="algorithm")[: -len("</ListBucketResult>")]
-        + _body(objects[2:], url=True)[_body(objects[2:], url=True).find(b"<Contents>") :]
-    )
+    import pyarrow as pa
+
+    objects = _objects(["a", "b", "c"])  # checksums CRC32, CRC64NVME, SHA256
+    with_checksums = _body(objects, url=True, checksum="algorithm")
+    mixed = with_checksums.replace(b"<ChecksumAlgorithm>SHA256</ChecksumAlgorithm>", b"")
     empty_algorithm = _body([dict(o, checksum="") for o in objects], url=True, checksum="algorithm")
-    two_algorithms = _body(objects, url=True, checksum="algorithm").replace(
+    two_algorithms = with_checksums.replace(
         b"</ChecksumAlgorithm>", b"</ChecksumAlgorithm><ChecksumAlgorithm>SHA1</ChecksumAlgorithm>", 1
     )
     for body in (mixed, empty_algorithm, two_algorithms):
         assert _columnar(body, url=True) is None
+    _assert_same_page(_parsed(mixed), _botocore_contents(mixed, url=True))
     assert [c.get("ChecksumAlgorithm") for c in _parsed(mixed).to_contents()] == [
         ["CRC32"],
         ["CRC64NVME"],
         None,
     ]
     assert "ChecksumAlgorithm" not in _parsed(empty_algorithm).to_contents()[0]  # read as none, as before
+    from hpcstage import s3util
+
+    s3util._WANT_PAGE.on = True
+    try:  # several algorithms on one object: the per-object path answers dicts, every algorithm kept
+        custom: dict[str, Any] = {}
+        s3util._fast_list_parse({"status_code": 200, "body": two_algorithms}, custom)
+    finally:
+        s3util._WANT_PAGE.on = False
+    assert [c["ChecksumAlgorithm"] for c in custom["Contents"]] == [
+        ["CRC32", "SHA1"],
+        ["CRC64NVME"],
+        ["SHA256"],
+    ]
     bad_size = _body(objects, url=True).replace(b"<Size>", b"<Size>x", 1)
     assert _columnar(bad_size, url=True) is None
-    with pytest.raises(Exception, match="x"):  # the regex paths still refuse it
+    with pytest.raises(pa.ArrowInvalid, match="int64"):  # the regex paths still refuse it, as before
         _parsed(bad_size)
     invalid_utf8 = _body(objects, url=False).replace(b"<Key>a</Key>", b"<Key>a\xff</Key>")
     assert _columnar(invalid_utf8, url=False) is None
+    with pytest.raises(UnicodeDecodeError):
+        _parsed(invalid_utf8)
 
 
 @settings(max_examples=150, deadline=None)
