@@ -18,6 +18,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote_plus
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -34,7 +36,7 @@ from botocore.exceptions import (
 )
 
 from .errors import AccessDeniedError, BucketError, ConfigError, EndpointError, HpcstageError, InputError
-from .inventory.page import EMPTY, Page
+from .inventory.page import EMPTY, TS, Page, strip_quotes
 
 LIST_MAX_KEYS = 1000
 # S3 Standard LIST price: $0.005 per 1,000 requests (billed with PUT/COPY/POST).
@@ -125,6 +127,11 @@ _PAGE_FIELDS = {
 # of boto3 dicts. Other callers of the same client get ordinary dicts.
 _WANT_PAGE = threading.local()
 PAGE_KEY = "HpcstagePage"
+_URL_ENCODED = b"<EncodingType>url</EncodingType>"
+# binary_slice's "to the end": its default stop (and any stop near 2**63) overflows the kernel's output-size
+# estimate, n * (stop - start), and raises "Negative buffer resize" (apache/arrow#51222); with 2**31 the
+# estimate stays within int64 for any page and the kernel takes the smaller bound, the input's size.
+_NO_END = 1 << 31
 
 
 # S3's documented element order inside <Contents>; one pass reads every object of a page.
@@ -135,6 +142,84 @@ _ONE_PASS = re.compile(
     rb"(?:<RestoreStatus>(?:(?!</RestoreStatus>).)*</RestoreStatus>)?</Contents>",
     re.S,
 )
+
+
+# The object layouts the columnar path reads, in S3's element order: plain, or with one checksum algorithm
+# and optionally its type. Other pages (Owner, RestoreStatus, several algorithms, objects unlike the first)
+# go to the regex paths below.
+_LAYOUTS = (
+    (b"Key", b"LastModified", b"ETag", b"Size", b"StorageClass"),
+    (b"Key", b"LastModified", b"ETag", b"ChecksumAlgorithm", b"Size", b"StorageClass"),
+    (b"Key", b"LastModified", b"ETag", b"ChecksumAlgorithm", b"ChecksumType", b"Size", b"StorageClass"),
+)
+_ELEMENT = re.compile(rb"<(\w+)>[^<]*</\1>")
+
+
+@functools.lru_cache(maxsize=len(_LAYOUTS))
+def _run_of(layout: tuple[bytes, ...]) -> re.Pattern[bytes]:
+    """A run of <Contents> elements of exactly ``layout``, no '<' in any value (an empty ChecksumAlgorithm,
+    which the regex paths read as none, is left to them)."""
+    fields = b"".join(
+        b"<%s>[^<]%s</%s>" % (tag, b"++" if tag == b"ChecksumAlgorithm" else b"*+", tag) for tag in layout
+    )
+    return re.compile(b"(?:<Contents>" + fields + b"</Contents>)*")
+
+
+@functools.lru_cache(maxsize=256)
+def _every(start: int, stop: int, step: int) -> pa.Array:
+    return pa.array(range(start, stop, step), pa.int32())
+
+
+def _page_from_run(run: bytes, *, url: bool) -> Page | None:
+    """The page's columns computed in Arrow from the run of <Contents> elements (keys decoded when ``url``);
+    None when the run is not of one of ``_LAYOUTS`` or holds what the regex paths decide key by key (an XML
+    entity or a CR in a key, invalid UTF-8, a value Arrow cannot cast).
+
+    Once the run matches its layout, "</Contents>" + run split at each "</" gives one token per element, in
+    the layout's order, each its value behind a prefix of fixed length ("Key><LastModified>" before a date,
+    "Contents><Contents><Key>" before a key): a strided take and a slice make each column.
+    """
+    layout = tuple(_ELEMENT.findall(run, 10, run.find(b"</Contents>")))
+    if layout not in _LAYOUTS or b"\r" in run or _run_of(layout).fullmatch(run) is None:
+        return None
+    width = len(layout) + 1  # the elements' tokens and the "StorageClass>" before "</Contents>"
+    tokens = pc.list_flatten(pc.split_pattern(pa.array([b"</Contents>" + run], pa.binary()), b"</"))
+    n = (len(tokens) - 2) // width  # "" before the first "</" and "Contents>" after the last
+
+    def column(tag: bytes) -> pa.Array:
+        j = layout.index(tag)
+        skip = len(b"Contents><Contents><Key>") if j == 0 else len(layout[j - 1]) + len(tag) + 3
+        return pc.binary_slice(pc.take(tokens, _every(1 + j, 1 + width * n, width)), skip, _NO_END)
+
+    try:
+        raw_keys = column(b"Key").cast(pa.string())
+        joined = pc.binary_join(pa.ListArray.from_arrays(_every(0, n + 1, n), raw_keys), "\n")[0].as_py()
+        if "&" in joined:
+            return None  # an XML entity in a key
+        key_array: pa.Array | None = None
+        if not url:
+            keys, key_array = raw_keys.to_pylist(), raw_keys
+        elif (decoded := _unquote_joined(joined, n)) is not None:
+            keys = decoded.split("\n")
+        else:  # a newline in a key, raw or escaped
+            keys = unquote_plus_keys(raw_keys.to_pylist())
+        page = Page(
+            keys=keys,
+            sizes=column(b"Size").cast(pa.string()).cast(pa.int64()),
+            dates=column(b"LastModified").cast(pa.string()).cast(TS),
+            etags=strip_quotes(column(b"ETag").cast(pa.string())),
+            classes=column(b"StorageClass").cast(pa.string()),
+            checksums=(
+                column(b"ChecksumAlgorithm").cast(pa.string())
+                if b"ChecksumAlgorithm" in layout
+                else pa.nulls(n, pa.string())
+            ),
+        )
+    except pa.ArrowInvalid:
+        return None  # invalid UTF-8, a size or a date Arrow cannot read: the regex paths raise as they always did
+    if key_array is not None:
+        page.set_key_array(key_array)
+    return page
 
 
 def _page_from_body(body: bytes, n: int) -> Page | None:
@@ -173,12 +258,13 @@ def _page(
 def _fast_list_parse(
     response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any
 ) -> None:
-    """Parse ListObjectsV2's <Contents> with one regex pass instead of botocore's generic parser.
+    """Parse ListObjectsV2's <Contents> in Arrow (or regex passes) instead of botocore's generic parser.
 
     botocore still sends, signs, retries and parses errors and every other field; only successful
     bodies are touched: their <Contents> elements are lifted out (so botocore parses a small
-    document) and handed back as the same dicts botocore would build. tests/unit/test_fast_parse.py
-    checks the two parsers agree on hostile keys; bench/cpu_per_key.py measures the gain.
+    document) and handed back as a Page for list_page (``_WANT_PAGE``), else as the same dicts
+    botocore would build. tests/unit/test_fast_parse.py checks the parsers agree with botocore's on
+    hostile keys; bench/cpu_per_key.py measures the gain.
     """
     body = response_dict.get("body")
     if response_dict.get("status_code") != 200 or not isinstance(body, bytes) or b"<Contents>" not in body:
@@ -188,17 +274,23 @@ def _fast_list_parse(
     # Running before that check also spares it a full ElementTree parse of every page.
     if b"<ListBucketResult" not in body[:512] or not body.rstrip().endswith(b"</ListBucketResult>"):
         return
-    n = body.count(b"<Contents>")
     if getattr(_WANT_PAGE, "on", False):
+        # S3 sends the objects as one run: cut it out in one step and read its columns (keys decoded
+        # when the answer says EncodingType url), else fall through to the per-object path.
         first, last = body.find(b"<Contents>"), body.rfind(b"</Contents>") + len(b"</Contents>")
-        # S3 sends the objects as one run; when they are (n-1 joins inside the run), cut the run out
-        # in one step and read the fields from it, else fall through to the per-object path.
-        if body.count(b"</Contents><Contents>", first, last) == n - 1:
-            page = _page_from_body(body[first:last], n)
-            if page is not None:
-                customized_response_dict[PAGE_KEY] = page
-                response_dict["body"] = body[:first] + body[last:]
-                return
+        run = body[first:last]
+        url = _URL_ENCODED in body[:first] or _URL_ENCODED in body[last:]
+        page = _page_from_run(run, url=url)
+        if page is None:
+            n = body.count(b"<Contents>")
+            if body.count(b"</Contents><Contents>", first, last) == n - 1:  # one run of n objects
+                page = _page_from_body(run, n)
+                if page is not None and url:
+                    page.keys = unquote_plus_keys(page.keys)
+        if page is not None:
+            customized_response_dict[PAGE_KEY] = page
+            response_dict["body"] = body[:first] + body[last:]
+            return
     parts = body.split(b"<Contents>")
     blocks, rest = [], [parts[0]]
     for part in parts[1:]:
@@ -672,13 +764,9 @@ def list_page(
     elif start_after is not None:
         params["StartAfter"] = start_after
     resp = _counted_list(s3, bucket, params, counter, fast_page=True)
-    page = resp.get(PAGE_KEY)
-    if page is None:
-        if resp.get("EncodingType") == "url":
-            for obj in resp.get("Contents", ()):
-                obj["Key"] = unquote_plus(obj["Key"])
-    elif resp.get("EncodingType") == "url" and page.keys:
-        page.keys = unquote_plus_keys(page.keys)
+    if resp.get(PAGE_KEY) is None and resp.get("EncodingType") == "url":  # a Page's keys come decoded
+        for obj in resp.get("Contents", ()):
+            obj["Key"] = unquote_plus(obj["Key"])
     return resp
 
 
@@ -717,17 +805,23 @@ def unquote_plus_keys(keys: list[str]) -> list[str]:
     EncodingType=url) is decoded in C (``_unquote_ascii``); the UTF-8 decoding with errors="replace" is
     urllib's.
     """
-    joined = "\n".join(keys)
-    if joined.count("\n") != len(keys) - 1:
-        return [unquote_plus(k) for k in keys]
+    decoded = _unquote_joined("\n".join(keys), len(keys))
+    return decoded.split("\n") if decoded is not None else [unquote_plus(k) for k in keys]
+
+
+def _unquote_joined(joined: str, n: int) -> str | None:
+    """``unquote_plus`` of ``n`` keys joined by newlines, or None when the result cannot be split back
+    into ``n`` keys (a raw newline in a key, or an escaped one)."""
+    if joined.count("\n") != n - 1:
+        return None
     if "%" not in joined:
-        return joined.replace("+", " ").split("\n") if "+" in joined else list(keys)
+        return joined.replace("+", " ") if "+" in joined else joined
     if joined.isascii():
         decoded = _unquote_ascii(joined.encode("ascii").replace(b"+", b" "))
-        if decoded is not None and decoded.count(b"\n") == len(keys) - 1:
-            return decoded.decode("utf-8", "replace").split("\n")
+        if decoded is not None and decoded.count(b"\n") == n - 1:
+            return decoded.decode("utf-8", "replace")
     text = unquote_plus(joined)  # its ASCII runs decode alone: the newlines between keys split no character
-    return text.split("\n") if text.count("\n") == len(keys) - 1 else [unquote_plus(k) for k in keys]
+    return text if text.count("\n") == n - 1 else None
 
 
 def list_versions_page(

@@ -1,8 +1,8 @@
 """One ListObjectsV2 page as columns: what the lister, the Parquet writer and the statistics consume.
 
-The fast parser (s3util) fills it straight from the XML, one regex pass per field; answers that
-arrive as boto3 dicts (moto, the simulator, botocore's own parser) are converted here, so there is
-one code path from the page on.
+The fast parser (s3util) fills it straight from the XML (Arrow kernels on the page's bytes, or regex
+passes for the layouts those do not read), keys decoded; answers that arrive as boto3 dicts (moto, the
+simulator, botocore's own parser) are converted here, so there is one code path from the page on.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ class Page:
     classes: pa.Array  # string
     checksums: pa.Array  # string (first algorithm) or null
     # Columns derived once per page for both the Parquet writer and the statistics (see key_array,
-    # multipart); built on first use, so ``keys`` must not change after that (list_page decodes them
-    # before the page leaves it).
+    # multipart); built on first use (or given by the parser: ``set_key_array``), so ``keys`` must not
+    # change after that (the parser decodes them before the page leaves it).
     _key_array: pa.Array | None = field(default=None, init=False, repr=False, compare=False)
     _multipart: pa.Array | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -93,6 +93,10 @@ class Page:
         if self._key_array is None:
             self._key_array = pa.array(self.keys, pa.string())
         return self._key_array
+
+    def set_key_array(self, keys: pa.Array) -> None:
+        """``key_array`` when the parser already holds it (the same strings as ``keys``)."""
+        self._key_array = keys
 
     def multipart(self) -> pa.Array:
         """is_multipart_uploaded: a multipart upload's ETag is "<md5>-<parts>". A page none of whose ETags
