@@ -3,13 +3,17 @@
 A moto server in a process of its own holds a finished run built with the fleet's own store calls
 (``FleetStore.create/donate/claim/checkpoint/finish/put_rollup``): ``--leases`` done leases holding
 ``--segments`` segments in all (a Parquet part and a statistics sidecar each), and ``--listers`` roll-ups
-covering every sidecar. Then ``fleet.reduce_run`` runs in this process; its CPU is this process's (user +
+covering every sidecar and recording every done lease (``--no-records``: none, so the reduce reads every
+lease item). Then ``fleet.reduce_run`` runs in this process; its CPU is this process's (user +
 system), so the server's work is not counted, and every request it sends is counted by operation. The
 server's latency is not S3's or DynamoDB's: the simulator (bench/sim/des.py, ``Sim.reduce_time``) takes the
 request counts and this CPU from here and the latencies from bench/sim/params.py.
 
-    python -m bench.reduce_cost --leases 3000 --segments 6000 --listers 1000    # ~100M objects
-    python -m bench.reduce_cost --leases 20000 --segments 46000 --listers 1000  # ~1B objects (slow to build)
+    python -m bench.reduce_cost --leases 400 --segments 1200 --listers 1000
+    python -m bench.reduce_cost --leases 400 --segments 1200 --listers 1000 --no-records
+
+Builds of thousands of leases are out of reach here: at 3,000 leases the moto server grew past 12 GB of memory
+within 4 minutes of building (2026-11-25).
 """
 
 from __future__ import annotations
@@ -73,7 +77,14 @@ def _rollup_stats(rng: random.Random, prefixes: int) -> dict[str, Any]:
 
 
 def build(
-    s3: Any, ddb: Any, cfg: fleet.FleetConfig, leases: int, segments: int, listers: int, prefixes: int
+    s3: Any,
+    ddb: Any,
+    cfg: fleet.FleetConfig,
+    leases: int,
+    segments: int,
+    listers: int,
+    prefixes: int,
+    records: bool = True,
 ) -> None:
     """A finished run of ``leases`` done leases tiling the key space, ``segments`` checkpoints in all."""
     store = fleet.FleetStore(ddb, cfg.table, cfg.run_id)
@@ -116,10 +127,14 @@ def build(
     sidecars = [k for job in zip([None, *pieces], per, strict=True) for k in commit(job)]
     rng = random.Random(7)
     stats = _rollup_stats(rng, prefixes)
+    # each roll-up covers every listers-th sidecar and records every listers-th done lease (fleet.Lister's
+    # roll-up: the sidecars it committed and the leases it finished); with records=False, no record (the
+    # reduce then reads every lease item, as before roll-ups carried them)
+    done = [lease.record() for lease in store.leases()] if records else []
     for i in range(listers):
         covers = sidecars[i::listers]
         st = dict(stats, objects=len(covers) * ROWS, bytes=len(covers) * ROWS * 1000)
-        body = zlib.compress(json.dumps({"covers": covers, "stats": st}).encode())
+        body = zlib.compress(fleet.rollup_json(covers, st, done[i::listers]))
         store.put_rollup(f"lister-{i:04d}", len(covers), body=body)
 
 
@@ -149,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--rounds", type=int, default=2, help="reduce_run again on the same run (idempotent)")
     ap.add_argument("--profile", action="store_true", help="cProfile the last round (top 25 by own time)")
+    ap.add_argument(
+        "--no-records",
+        action="store_true",
+        help="roll-ups without lease records: the reduce reads every lease item (the path before records)",
+    )
     a = ap.parse_args(argv)
     if a.segments < a.leases:
         ap.error("--segments must be at least --leases (a done lease has at least one segment)")
@@ -198,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             started="2026-01-01T00:00:00+00:00",
         )
         t0 = time.monotonic()
-        build(s3, ddb, cfg, a.leases, a.segments, a.listers, a.prefixes)
+        build(s3, ddb, cfg, a.leases, a.segments, a.listers, a.prefixes, records=not a.no_records)
         print(
             f"built {a.leases} leases, {a.segments} segments, {a.listers} roll-ups in {time.monotonic() - t0:.0f} s"
         )
@@ -231,7 +251,17 @@ def main(argv: list[str] | None = None) -> int:
 
                 prof.disable()
                 pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-            print(json.dumps({"round": i + 1, "leases": a.leases, "segments": a.segments, **r}))
+            print(
+                json.dumps(
+                    {
+                        "round": i + 1,
+                        "leases": a.leases,
+                        "segments": a.segments,
+                        "records": not a.no_records,
+                        **r,
+                    }
+                )
+            )
     finally:
         server.kill()
         server.wait(timeout=10)

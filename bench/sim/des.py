@@ -44,7 +44,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, overload
 
-from hpcstage.inventory.fleet import COUNTER_SHARDS, LEASE_READERS, LEASE_SHARDS, REDUCE_MARGIN_S
+from hpcstage.inventory.fleet import (
+    COUNTER_SHARDS,
+    LEASE_READERS,
+    LEASE_SHARDS,
+    REDUCE_MARGIN_S,
+    ROLLUP_READS,
+    ROLLUP_SHARDS,
+    ROLLUP_WAIT_S,
+)
 from hpcstage.inventory.keys import ByteInterval
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.pacing import Pacer
@@ -127,6 +135,12 @@ class Config:
     reduce_cpu_s: tuple[float, float, float, float] = (0.19, 0.00009, 0.000037, 0.00017)
     reduce_lease_item_bytes: int = 461
     reduce_segment_bytes: int = 184
+    # fleet._done_from_rollups: the CPU of a lease record read from a roll-up (per record, per segment it
+    # holds), measured by bench/reduce_cost.py (bench/RESULTS.md); a roll-up's compressed bytes without records
+    # and a record's
+    reduce_record_cpu_s: tuple[float, float] = (0.00002, 0.00001)
+    reduce_rollup_bytes: int = 3300
+    reduce_record_bytes: int = 115
     # a 1 MB Query page (assumption: DynamoDB publishes no latency per page size)
     ddb_page_s: float = 0.05
     # The lister that ends the listing reduces the run itself (fleet.Lister.reduce_here) when its Lambda has
@@ -309,6 +323,7 @@ class Node:
         "fleet_size",
         "scan_every",
         "unrolled",
+        "unrolled_done",
         "rolled",
         "last_poll",
         "pending",
@@ -344,6 +359,9 @@ class Node:
         self.fleet_size = 1  # the listers it counts alive (fleet.Lister._fleet_size)
         self.scan_every = 0.25
         self.unrolled = 0  # sidecars committed since the lister's last roll-up (fleet.Lister.write_rollup)
+        # leases this lister finished since its last roll-up: their records are not in the store yet
+        # (fleet.Lister.finished_lease)
+        self.unrolled_done = 0
         self.rolled = False  # a roll-up of this lister is in the store
 
 
@@ -402,7 +420,8 @@ class Result:
     min_pace_rate: float = 0.0  # the lowest pacing rate any lister set, requests/s (0: never paced)
     rollups: int = 0  # roll-ups the listers wrote (fleet.Lister.write_rollup)
     local_claims: int = 0  # local pieces their donor's own streams claimed
-    reduce_leases: int = 0  # lease items the reduce read
+    reduce_leases: int = 0  # lease items the reduce read (0 when the roll-ups' records sufficed)
+    reduce_records: int = 0  # lease records the reduce read in the roll-ups
     reduce_rollups: int = 0  # roll-up items the reduce read (a Query per roll-up shard)
     reduce_cpu_s: float = 0.0  # the reduce's CPU on the reducing Lambda
     local_stolen: int = 0  # local pieces another lister claimed before their donor's streams could
@@ -939,6 +958,7 @@ class Sim:
         if lease is not None and st.pid in self.local:
             # fleet.FleetStore.finish: a local piece is a lease of its own, done in one transaction
             self.local.discard(st.pid)
+            node.unrolled_done += 1
             t_fin = self.ddb(t, "finish_local", writes={lease.part: 2, self.counter_item(st.pid): 2})
             self.completion_read(t_fin, st.pid, self.count(finished=st.pid), last=False)
         if lease is not None:
@@ -958,6 +978,7 @@ class Sim:
                 t_put = t + sp.put_latency_s * self.lognorm(sp.latency_sigma)
                 self.ddb(t_put, "rollup", writes={"rollup": 1})
                 node.unrolled = 0
+                node.unrolled_done = 0
                 node.rolled = True
                 self.res.rollups += 1
             # like fleet.Lister.acquire: any idle stream with nothing queued locally looks for work in the store
@@ -1324,6 +1345,7 @@ class Sim:
         if not node.alive or lease.owner is not node or lease.done:
             return
         lease.done = True
+        node.unrolled_done += 1
         self.counter -= 1
         rid = lease.root.id or "r0"
         t = self.completion_read(self.now, rid, self.count(finished=rid), last=self.counter == 0)
@@ -1335,30 +1357,48 @@ class Sim:
 
     def reduce_work_s(self, get_mean: float, put_mean: float) -> float:
         """fleet.reduce_run's time once the listing is done: its requests, one after another where the code
-        waits for each, then its CPU on the reducing Lambda (bench/reduce_cost.py; Config.reduce_*)."""
+        waits for each, then its CPU on the reducing Lambda (bench/reduce_cost.py; Config.reduce_*).
+
+        The listers' roll-ups record the leases they finished (fleet.Lister.finished_lease); when they record
+        every lease the run created, the reduce reads no lease item (fleet._done_from_rollups). A lister killed
+        with records not yet in its roll-up leaves them missing: the reduce reads the roll-ups ROLLUP_READS
+        times, ROLLUP_WAIT_S apart, then every lease item, as before records."""
         cfg = self.cfg
         ddb = cfg.ddb_median_s * math.exp(cfg.ddb_sigma**2 / 2)
         rollups = sum(1 for node in self.nodes if node.rolled)
         unrolled = sum(node.unrolled for node in self.nodes)
         leases = self.res.claims + self.res.local_claims + 1  # every piece claimed is a lease item, and r0
         segments = self.res.parts
+        missing = sum(node.unrolled_done for node in self.nodes if not node.alive)
         self.res.reduce_reads = unrolled
         self.res.reduce_rollups = rollups
-        self.res.reduce_leases = leases
-        lease_bytes = leases * cfg.reduce_lease_item_bytes + segments * cfg.reduce_segment_bytes
-        # the meta item; the lease Queries, one per lease partition, LEASE_READERS at a time (each a call, and
-        # ddb_page_s per MB it reads); the counters' TransactGetItems; the roll-up Queries, one per shard at
-        # once; the sidecars no roll-up covers, 64 GETs at a time
-        rounds = math.ceil(LEASE_SHARDS / LEASE_READERS)
-        t = ddb + rounds * (ddb + lease_bytes / LEASE_SHARDS / 1e6 * cfg.ddb_page_s) + ddb + cfg.ddb_page_s
+        self.res.reduce_records = leases - missing
+        base, per_lease, per_segment, per_rollup = cfg.reduce_cpu_s
+        per_record, per_record_segment = cfg.reduce_record_cpu_s
+        # the roll-up Queries, one per shard at once: the records make the roll-ups larger
+        rollup_mb = (rollups * cfg.reduce_rollup_bytes + leases * cfg.reduce_record_bytes) / 1e6
+        rollup_read = ddb + cfg.ddb_page_s * max(1.0, rollup_mb / ROLLUP_SHARDS)
+        # the meta item, the counters' TransactGetItems, the roll-ups
+        t = ddb + ddb + rollup_read
+        cpu = base + per_rollup * (rollups + unrolled) + per_record * leases + per_record_segment * segments
+        if missing:
+            self.res.reduce_leases = leases
+            lease_bytes = leases * cfg.reduce_lease_item_bytes + segments * cfg.reduce_segment_bytes
+            # read again while waiting for records, then the lease Queries, one per lease partition,
+            # LEASE_READERS at a time (each a call, and ddb_page_s per MB it reads)
+            t += (ROLLUP_READS - 1) * (ROLLUP_WAIT_S + rollup_read)
+            rounds = math.ceil(LEASE_SHARDS / LEASE_READERS)
+            t += rounds * (ddb + lease_bytes / LEASE_SHARDS / 1e6 * cfg.ddb_page_s)
+            cpu += per_lease * leases + per_segment * segments + (ROLLUP_READS - 1) * per_rollup * rollups
+        else:
+            self.res.reduce_leases = 0
+        # the sidecars no roll-up covers, 64 GETs at a time
         t += math.ceil(unrolled / cfg.reduce_parallel) * get_mean
         if self.res.adoptions:
             # a lease was taken over: the reduce lists data/ for orphan parts (remove_orphan_parts)
             t += get_mean + math.ceil(self.res.parts / PAGE) * self.mean_page_s()
         # the manifest's three objects at once, then the summary and reports, athena.sql, the _latest pointer
         t += 4 * put_mean
-        base, per_lease, per_segment, per_rollup = cfg.reduce_cpu_s
-        cpu = base + per_lease * leases + per_segment * segments + per_rollup * (rollups + unrolled)
         self.res.reduce_cpu_s = cpu / self.p.lam.vcpu
         return t + self.res.reduce_cpu_s
 

@@ -152,6 +152,37 @@ def test_the_reduce_reads_a_rollup_per_lister_and_the_sidecars_of_dead_listers()
     assert res.reduce_reads == sum(n.unrolled for n in dead)
 
 
+def test_the_reduce_reads_lease_items_only_when_a_dead_lister_held_records_no_rollup_has() -> None:
+    """fleet._done_from_rollups: the roll-ups' lease records replace the lease Query unless a lister died with
+    finished leases not yet in its roll-up; then the reduce waits ROLLUP_READS reads and reads every lease
+    item, which takes longer and more CPU for the same listing."""
+    ks = make_any("uniform", 200_000)
+    sim = Sim(ks, Config(mode="fleet", listers=6, per_lister=4), seed=1)
+    res = sim.run()
+    leases = res.claims + res.local_claims + 1
+    assert res.exact and res.reduce_leases == 0 and res.reduce_records == leases
+    cfg = Config(mode="fleet", listers=10, per_lister=4, kill=0.3, kill_window=(2.5, 5.0), lease_s=3.0)
+    for seed in range(1, 30):
+        sim = Sim(ks, cfg, seed=seed)
+        res = sim.run()
+        missing = sum(n.unrolled_done for n in sim.nodes if not n.alive)
+        leases = res.claims + res.local_claims + 1
+        assert res.exact, res.exact_detail
+        assert res.reduce_records == leases - missing
+        assert res.reduce_leases == (leases if missing else 0)
+        if missing:
+            break
+    else:
+        raise AssertionError("no seed killed a lister holding records")
+    # the same finished run had the dead listers' records reached the store: a shorter reduce, with less CPU
+    slow_s, slow_cpu = sim.reduce_work_s(0.02, 0.03), res.reduce_cpu_s
+    for node in sim.nodes:
+        node.unrolled_done = 0
+    fast_s, fast_cpu = sim.reduce_work_s(0.02, 0.03), res.reduce_cpu_s
+    assert res.reduce_leases == 0 and res.reduce_records == leases
+    assert slow_s - fast_s > (fleet.ROLLUP_READS - 1) * fleet.ROLLUP_WAIT_S and slow_cpu > fast_cpu
+
+
 def test_the_counter_is_spread_as_in_the_fleet_and_read_after_each_finish() -> None:
     # fleet.py keeps the outstanding count in COUNTER_SHARDS items and reads them after a finish: the model's
     # counts are exact (every item back to 0), every finish reads its own item, and the run's end is seen

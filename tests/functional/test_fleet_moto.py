@@ -677,6 +677,129 @@ def test_the_reduce_reads_each_listers_rollup_instead_of_its_sidecars(aws: tuple
     assert (again["objects"], again["bytes"]) == (summary["objects"], summary["bytes"])
 
 
+def lease_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the calls of FleetStore.leases that read every lease item (not the idle listers' look for expired
+    leases) from here on."""
+    calls: list[int] = []
+    real = fleet.FleetStore.leases
+
+    def counted(self: fleet.FleetStore, **kw: Any) -> list[fleet.Lease]:
+        if not kw.get("expired_only"):
+            calls.append(1)
+        return real(self, **kw)
+
+    monkeypatch.setattr(fleet.FleetStore, "leases", counted)
+    return calls
+
+
+def reduce_outputs(s3: Any, cfg: fleet.FleetConfig) -> dict[str, Any]:
+    """What a reduce wrote, less what depends on when it ran: the manifest's files, the ranges, the summary
+    without its end time, duration and rate."""
+    got = {
+        k: json.loads(s3.get_object(Bucket=RESULTS, Key=f"{cfg.root}/{k}")["Body"].read())
+        for k in ("manifest.json", "ranges.json", "summary.json")
+    }
+    return {
+        "files": got["manifest.json"]["files"],
+        "ranges": got["ranges.json"],
+        "summary": {
+            k: v
+            for k, v in got["summary.json"].items()
+            if k not in ("finished", "seconds", "objects_per_second")
+        },
+    }
+
+
+def test_the_reduce_reads_no_lease_item_when_the_rollups_record_every_range_the_run_created(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3, ddb = aws
+    objects = shape("hot", 1500, random.Random(21))
+    seed("bkt", objects)
+    monkeypatch.setattr(fleet, "REDUCE_MARGIN_S", 900.001)  # the listers leave the reduce to this test
+    cfg = config()
+    reads = lease_reads(monkeypatch)
+    summary, _, errors = run_fleet(s3, ddb, cfg, listers=3)
+    assert not errors and reads == []
+    check_exact(s3, cfg, summary, objects)
+    store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+    leases = store.leases()
+    reads.clear()
+    # the counters count every range created (the root and each piece split off), once each
+    assert sum(c for _, c in store.tallies()) == len(leases) > 3
+    # and the roll-ups hold one record of each done lease, equal to its item
+    records = [fleet.Lease.from_record(rec) for r in store.rollups() for rec in r.read(None)["done"]]
+    assert sorted(records, key=lambda lease: lease.id) == [
+        fleet.Lease.from_record(lease.record()) for lease in leases
+    ]
+    fast = reduce_outputs(s3, cfg)
+    # the same reduce from the lease items (no roll-up read is taken for complete): the same outputs
+    monkeypatch.setattr(fleet, "ROLLUP_READS", 0)
+    again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
+    assert reads == [1]
+    assert timeless(again) == timeless(summary)
+    assert reduce_outputs(s3, cfg) == fast
+
+
+def test_a_lister_that_died_before_its_rollup_leaves_the_reduce_to_the_lease_items(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3, ddb = aws
+    objects = shape("hex", 1200, random.Random(4))
+    seed("bkt", objects)
+    monkeypatch.setattr(fleet, "REDUCE_MARGIN_S", 900.001)
+    monkeypatch.setattr(fleet, "ROLLUP_WAIT_S", 0.01)
+    cfg = config()
+    summary, _, errors = run_fleet(s3, ddb, cfg, listers=3)
+    assert not errors
+    store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+    # as if one lister had died after its last finish and before its roll-up: its item is gone
+    lost = next(r for r in store.rollups() if r.read(None)["done"])
+    ddb.delete_item(
+        TableName=TABLE,
+        Key={
+            "pk": {"S": store.rollup_pk(fleet._shard(lost.owner, fleet.ROLLUP_SHARDS))},
+            "sk": {"S": lost.owner},
+        },
+    )
+    rollup_reads: list[int] = []
+    real_rollups = fleet.FleetStore.rollups
+    monkeypatch.setattr(
+        fleet.FleetStore, "rollups", lambda self: rollup_reads.append(1) or real_rollups(self)
+    )
+    reads = lease_reads(monkeypatch)
+    again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
+    # the roll-ups were read ROLLUP_READS times waiting for the missing records, then the lease items once
+    assert len(rollup_reads) == fleet.ROLLUP_READS and reads == [1]
+    assert timeless(again) == timeless(summary)
+    check_exact(s3, cfg, again, objects)
+
+
+def test_rollups_whose_records_name_a_range_twice_leave_the_reduce_to_the_lease_items(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3, ddb = aws
+    objects = shape("hex", 900, random.Random(6))
+    seed("bkt", objects)
+    monkeypatch.setattr(fleet, "REDUCE_MARGIN_S", 900.001)
+    cfg = config()
+    summary, _, errors = run_fleet(s3, ddb, cfg, listers=2)
+    assert not errors
+    store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+    rollups = store.rollups()
+    # one lister's records moved to another's roll-up, with one record of the first also kept in its own:
+    # as many records as ranges, but one range twice and one missing
+    a, b = (r.read(None) for r in rollups[:2])
+    assert a["done"] and b["done"]
+    b["done"] = b["done"][1:] + [a["done"][0]]
+    store.put_rollup(rollups[1].owner, len(b["covers"]), body=zlib.compress(json.dumps(b).encode()))
+    reads = lease_reads(monkeypatch)
+    again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
+    assert reads == [1]
+    assert timeless(again) == timeless(summary)
+    check_exact(s3, cfg, again, objects)
+
+
 def test_a_rollup_larger_than_an_item_should_hold_goes_to_an_object_its_item_names(
     aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -814,7 +937,8 @@ def test_each_counter_item_counts_the_outstanding_ranges_whose_id_hashes_to_it(a
     assert store.claim_notify() is None  # 4 outstanding: nobody may report
     lease_d = store.claim(KeyRange(id=d, start_after="h", end="m"), "o2", 60)
     assert lease_d is not None
-    # deadline: d is done up to "j", its remainder e is counted in the same item (no update at all)
+    # deadline: d is done up to "j", its remainder e is counted in the same item (its outstanding count
+    # unchanged, its created count one more)
     store.stop_at(lease_d, fleet.Segment(checkpoint="j"), "j", KeyRange(id=e, start_after="j", end="m"))
     assert store.counts() == expect(**{a: 1, b: 1, c: 1, e: 1})
     lease_b = store.claim(KeyRange(id=b, start_after="m"), "o3", 60)
@@ -830,6 +954,9 @@ def test_each_counter_item_counts_the_outstanding_ranges_whose_id_hashes_to_it(a
     assert store.counts() == expect(**{a: 1})
     store.finish(lease_a, fleet.Segment(checkpoint="f"))
     assert store.counts() == [0] * fleet.COUNTER_SHARDS
+    # every range created is counted once in its own item: a, b (launch), c, d (donate), e, ax (deadlines)
+    created = expect(**{a: 1, b: 1, c: 1, d: 1, e: 1, a + "x": 1})
+    assert store.tallies() == [(0, n) for n in created]
     assert store.claim_notify() == "tok"
     assert store.claim_notify() is None  # once per token
     assert (store.meta() or {}).get("complete") is True

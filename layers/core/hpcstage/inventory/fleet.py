@@ -26,7 +26,8 @@ The protocol (every write conditional, so a lister that lost a race or its lease
   streams of one lister could otherwise both pass ``owner = me`` on the same range and count it twice.
 - **claim**: TransactWriteItems {Delete open (attribute_exists) + Put lease (attribute_not_exists)}.
 - **donate**: TransactWriteItems {Update own lease ``end = cut`` (owner = me, state = leased) + Put each
-  piece as an open item + ``ADD n`` to the counter items of the pieces' ids, one Update per item}. Pieces come from ``Cursor.split``, so the
+  piece as an open item + ``ADD n, c`` to the counter items of the pieces' ids, one Update per item (``n``
+  the ranges outstanding, ``c`` the ranges ever created)}. Pieces come from ``Cursor.split``, so the
   ranges in play always tile the key space.
 - **checkpoint** (every ``checkpoint_pages`` pages): close the segment's Parquet part(s) and write a stats
   sidecar for exactly those rows (unique keys: range id + a per-acquisition tag + a segment number), then
@@ -37,8 +38,8 @@ The protocol (every write conditional, so a lister that lost a race or its lease
   on the counter item of the range's id.
 - **deadline**: near the Lambda's timeout a stream stops at a page boundary; its lease becomes ``done`` with
   ``end = checkpoint`` and the remainder ``(checkpoint, end]`` is put back as a new open range in the same
-  transaction, with ``n -= 1`` on the lease's counter item and ``n += 1`` on the remainder's (one Update, or
-  none, when both ids hash to the same item). A lease with nothing listed is simply re-opened under its own id
+  transaction, with ``n -= 1`` on the lease's counter item and ``n += 1, c += 1`` on the remainder's (one
+  Update when both ids hash to the same item). A lease with nothing listed is simply re-opened under its own id
   (counters unchanged).
 - **roll-up**: a lister merges the statistics of each segment whose checkpoint committed; when none of its
   streams is listing, and when it exits, it puts them with the list of sidecars they cover, zlib-compressed,
@@ -46,7 +47,13 @@ The protocol (every write conditional, so a lister that lost a race or its lease
   ``rollups/<owner>-<n>.json`` the item names, when larger than ROLLUP_INLINE_MAX). The reduce Queries the
   16 roll-up partitions, merges the roll-ups and reads only the sidecars none covers (a dead lister's last
   segments, a lister still writing): a Query per ~300 listers instead of a GET per checkpoint. A roll-up naming a sidecar no lease holds,
-  or one another roll-up covered, is not used, so no segment counts twice.
+  or one another roll-up covered, is not used, so no segment counts twice. The roll-up also carries the
+  record of every lease its lister finished (``Lease.record``: range, counts, parts, sidecars; the lease as
+  its item holds it, which the lister mirrors after each of its writes). When the records name as many
+  distinct ranges as the counter items' ``c`` says the run created, they are every done lease, and the reduce
+  reads no lease item (at 1B objects ~35,000 items, ~8.5 s of the winner's CPU in the simulator); else (a
+  lister died between its last finish and its roll-up) it waits a little for late roll-ups, then reads the
+  lease items as before.
 - **takeover**: an idle lister Queries lease partitions for ``state = leased`` and ``lease_until < now`` (the
   next ⌈64 / listers alive⌉ of its rotation over the 64, at most every ``lease_s / 4``: the listers between
   them read every partition, a lister alone reads all; ``Lister.lease_scan_shards``) and takes one over with ``SET owner = me, lease_until = ...`` conditioned on ``lease_until`` being the value
@@ -192,6 +199,11 @@ REDUCE_MARGIN_S = 120.0
 # the ROLLUP_SHARDS partitions' 1,000 units a second each for about a second.
 ROLLUP_INLINE_MAX = 16 * 1024
 ROLLUP_SHARDS = 16
+# The reduce reads the roll-ups up to this many times, this far apart, until their lease records account for
+# every range the run created (a lister writes its roll-up when none of its streams is listing, so the last
+# finishers' records may land a few milliseconds after the winner's finish); then it reads the lease items.
+ROLLUP_READS = 4
+ROLLUP_WAIT_S = 0.25
 # Items kept after a run (TTL), long enough for a slow reduce and for debugging.
 RUN_TTL_S = 7 * 24 * 3600
 # The Parquet parts a reduce removed as orphans (no done lease names them), in the run's root
@@ -456,6 +468,54 @@ class Lease:
             estimate=int(it.get("estimate", 0)),
         )
 
+    def committed(self, seg: Segment) -> None:
+        """Mirror a segment the store has just committed to this lease's item (checkpoint, finish, stop_at), so
+        that a lease its lister held from claim to finish knows what its item holds without reading it."""
+        if seg.checkpoint is not None:
+            self.checkpoint = seg.checkpoint
+        self.objects += seg.objects
+        self.bytes += seg.bytes
+        self.requests += seg.requests
+        self.retries += seg.retries
+        self.parts.extend(p.to_dict() for p in seg.parts)
+        if seg.stats_key is not None:
+            self.stats.append(seg.stats_key)
+
+    def record(self) -> list[Any]:
+        """This done lease as its finisher's roll-up carries it (``from_record`` reads it back): what the
+        reduce needs of it, in a list, so that a thousand of them stay small in a compressed roll-up."""
+        return [
+            self.id,
+            self.start_after,
+            self.end,
+            self.objects,
+            self.bytes,
+            self.requests,
+            self.retries,
+            self.given,
+            [[p["key"], p["size"], p["md5"], p["rows"]] for p in self.parts],
+            self.stats,
+        ]
+
+    @classmethod
+    def from_record(cls, rec: list[Any]) -> Lease:
+        rid, sa, end, objects, nbytes, requests, retries, given, parts, stats = rec
+        return cls(
+            id=str(rid),
+            start_after=sa,
+            end=end,
+            owner="",
+            lease_until=0,
+            objects=int(objects),
+            bytes=int(nbytes),
+            requests=int(requests),
+            retries=int(retries),
+            state="done",
+            parts=[{"key": k, "size": int(z), "md5": m, "rows": int(r)} for k, z, m, r in parts],
+            stats=[str(k) for k in stats],
+            given=int(given),
+        )
+
     def result(self) -> ShardResult:
         return ShardResult(
             range=KeyRange(id=self.id, start_after=self.start_after, end=self.end),
@@ -509,6 +569,12 @@ def _av(v: Any) -> dict[str, Any]:
     return _s(v)
 
 
+def rollup_json(covers: Sequence[str], stats: dict[str, Any], done: Sequence[list[Any]] = ()) -> bytes:
+    """A roll-up's JSON: the sidecars it covers, their merged statistics (``InventoryStats.to_dict``) and the
+    records of the leases its lister finished (``Lease.record``)."""
+    return json.dumps({"covers": list(covers), "stats": stats, "done": list(done)}).encode()
+
+
 @dataclass(frozen=True)
 class Rollup:
     """A lister's latest roll-up as its item names it: the compressed JSON itself, or the output key holding it."""
@@ -518,7 +584,7 @@ class Rollup:
     body: bytes | None
 
     def read(self, out: Any) -> dict[str, Any]:
-        """{"covers": [sidecar keys], "stats": InventoryStats.to_dict()}."""
+        """``rollup_json``'s dictionary: {"covers": [sidecar keys], "stats": {...}, "done": [lease records]}."""
         raw = zlib.decompress(self.body) if self.body is not None else out.get_bytes(self.key)
         return dict(json.loads(raw))
 
@@ -673,27 +739,33 @@ class FleetStore:
     # the outstanding-range counter
     def _count(self, created: Iterable[str] = (), finished: Iterable[str] = ()) -> list[dict[str, Any]]:
         """The counter updates of one transaction that creates the ranges ``created`` and finishes the ranges
-        ``finished``: one ADD per counter item (a transaction may not name an item twice), none where the
-        changes cancel out."""
-        deltas: dict[int, int] = {}
+        ``finished``: one update per counter item (a transaction may not name an item twice). ``n`` is the
+        item's outstanding ranges, ``c`` the ranges ever created in it (so that the reduce knows how many done
+        leases there are without reading them); no update where nothing changes."""
+        deltas: dict[int, list[int]] = {}
         for rid in created:
-            s = counter_shard(rid)
-            deltas[s] = deltas.get(s, 0) + 1
+            d = deltas.setdefault(counter_shard(rid), [0, 0])
+            d[0] += 1
+            d[1] += 1
         for rid in finished:
-            s = counter_shard(rid)
-            deltas[s] = deltas.get(s, 0) - 1
-        return [
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": self.counter_key(s),
-                    "UpdateExpression": "ADD n :d SET expires = :x",
-                    "ExpressionAttributeValues": {":d": _n(d), ":x": self._expires()},
+            deltas.setdefault(counter_shard(rid), [0, 0])[0] -= 1
+        updates = []
+        for s, (dn, dc) in sorted(deltas.items()):
+            adds = [f"{name} :{name}" for name, d in (("n", dn), ("c", dc)) if d]
+            if not adds:
+                continue
+            values = {f":{name}": _n(d) for name, d in (("n", dn), ("c", dc)) if d}
+            updates.append(
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": self.counter_key(s),
+                        "UpdateExpression": f"ADD {', '.join(adds)} SET expires = :x",
+                        "ExpressionAttributeValues": {**values, ":x": self._expires()},
+                    }
                 }
-            }
-            for s, d in sorted(deltas.items())
-            if d
-        ]
+            )
+        return updates
 
     def counter(self, range_id: str) -> int:
         """The count of the one counter item ``range_id`` hashes to (a strongly consistent GetItem)."""
@@ -703,9 +775,14 @@ class FleetStore:
         return int(_item(got).get("n", 0)) if got else 0
 
     def counts(self) -> list[int]:
-        """Every counter item's count, read atomically: one TransactGetItems, serializable with the
-        transactions that write them. Retried (bounded, jittered) while DynamoDB refuses it because a write
-        on one of the items is in flight; ``CountersBusy`` after ``COUNT_READ_TRIES`` refusals."""
+        """Every counter item's count of outstanding ranges, read atomically (``tallies``)."""
+        return [n for n, _ in self.tallies()]
+
+    def tallies(self) -> list[tuple[int, int]]:
+        """Every counter item's (outstanding, created) ranges, read atomically: one TransactGetItems,
+        serializable with the transactions that write them. Retried (bounded, jittered) while DynamoDB refuses
+        it because a write on one of the items is in flight; ``CountersBusy`` after ``COUNT_READ_TRIES``
+        refusals."""
         items = [
             {"Get": {"TableName": self.table, "Key": self.counter_key(s)}} for s in range(COUNTER_SHARDS)
         ]
@@ -723,7 +800,8 @@ class FleetStore:
                 time.sleep(random.uniform(0, delay))
                 delay *= 2
                 continue
-            return [int(_item(r.get("Item") or {}).get("n", 0)) for r in got["Responses"]]
+            read = [_item(r.get("Item") or {}) for r in got["Responses"]]
+            return [(int(it.get("n", 0)), int(it.get("c", 0))) for it in read]
         raise AssertionError("unreachable")  # pragma: no cover
 
     def outstanding(self) -> int:
@@ -984,6 +1062,7 @@ class FleetStore:
             if _conditional_failed(err):
                 raise LeaseLost(lease.id) from err
             raise
+        lease.committed(seg)
 
     def _transact(self, lease: Lease, items: list[dict[str, Any]]) -> None:
         try:
@@ -1037,6 +1116,7 @@ class FleetStore:
         )
         lease.end = pieces[0].start_after
         lease.estimate = 0
+        lease.given += len(pieces)
 
     def finish(self, lease: Lease, seg: Segment) -> None:
         expr, values = seg.update_values()
@@ -1048,6 +1128,8 @@ class FleetStore:
                 *self._count(finished=[lease.id]),
             ],
         )
+        lease.committed(seg)
+        lease.state = "done"
 
     def stop_at(self, lease: Lease, seg: Segment, checkpoint: str, remainder: KeyRange) -> None:
         """Deadline: the listed piece is done with end = checkpoint; (checkpoint, end] is open again."""
@@ -1063,10 +1145,13 @@ class FleetStore:
                     {**values, ":done": {"S": "done"}, ":ck2": {"S": checkpoint}},
                 ),
                 self._open_put(remainder),
-                # the done piece leaves its counter item, the remainder enters its own (nothing if the same)
+                # the done piece leaves its counter item, the remainder enters its own
                 *self._count(created=[remainder.id], finished=[lease.id]),
             ],
         )
+        lease.committed(seg)
+        lease.end = checkpoint
+        lease.state = "done"
 
     def release(self, lease: Lease, extra_requests: int) -> None:
         """Nothing listed: give the range back as it was (outstanding unchanged)."""
@@ -1512,7 +1597,10 @@ class Lister:
             prefix=cfg.prefix, depth=cfg.stats_depth, now=self.started
         )
         self._covers: list[str] = []
-        self._rolled = 0  # len(_covers) at the last roll-up written
+        # the leases this lister finished (Lease.record), in its roll-up too: the reduce reads them there instead
+        # of every lease item
+        self._done: list[list[Any]] = []
+        self._rolled = (0, 0)  # (len(_covers), len(_done)) at the last roll-up written
         self.rollups_written = 0
         self.reduced: dict[str, Any] | None = None  # reduce_run's output, when this lister reduced the run
 
@@ -1544,19 +1632,28 @@ class Lister:
             self._rollup.merge(seg.stats)
             self._covers.append(seg.stats_key)
 
+    def finished_lease(self, lease: Lease) -> None:
+        """``lease`` is done by this lister's hand (its finish or deadline transaction went through): its record
+        joins the roll-up."""
+        with self._roll_lock:
+            self._done.append(lease.record())
+
     def write_rollup(self) -> None:
-        """Write the roll-up if it covers sidecars the last one did not: the merged statistics of every
-        segment this lister committed and the sidecars they came from, in the lister's roll-up item (in an
-        object the item names when larger than ROLLUP_INLINE_MAX). The reduce reads the roll-ups instead of
-        those sidecars (46,047 sidecars at 1B objects in the simulator, 32 s of reduce at 64 GETs at a time),
-        with a Query per roll-up shard. Called when no stream of the lister is listing and when it exits."""
+        """Write the roll-up if it covers sidecars or leases the last one did not: the merged statistics of
+        every segment this lister committed and the sidecars they came from, and the record of every lease it
+        finished (``Lease.record``), in the lister's roll-up item (in an object the item names when larger than
+        ROLLUP_INLINE_MAX). The reduce reads the roll-ups instead of those sidecars (46,047 sidecars at 1B
+        objects in the simulator, 32 s of reduce at 64 GETs at a time) and, when the records account for every
+        range the run created, instead of the lease items, with a Query per roll-up shard. Called when no
+        stream of the lister is listing and when it exits."""
         if not self._roll_lock.acquire(blocking=False):
             return  # another stream writes it
         try:
-            if len(self._covers) == self._rolled:
+            if (len(self._covers), len(self._done)) == self._rolled:
                 return
             covers = list(self._covers)
-            raw = json.dumps({"covers": covers, "stats": self._rollup.to_dict()}).encode()
+            done = list(self._done)
+            raw = rollup_json(covers, self._rollup.to_dict(), done)
             self.rollups_written += 1
             blob = zlib.compress(raw)
             if len(blob) <= ROLLUP_INLINE_MAX:
@@ -1565,7 +1662,7 @@ class Lister:
                 key = f"rollups/{self.owner}-{self.rollups_written:04d}.json"
                 self.out.put_bytes(key, raw)
                 self.store.put_rollup(self.owner, len(covers), key=key)
-            self._rolled = len(covers)
+            self._rolled = (len(covers), len(done))
         finally:
             self._roll_lock.release()
 
@@ -1776,6 +1873,7 @@ class Lister:
             if res.done:
                 self.store.finish(lease, seg)
                 self.committed(seg)
+                self.finished_lease(lease)
                 self.ranges_done += 1
                 notify_if_done(self.store, self.sfn, finished=lease.id, reduce=self.reduce_here)
             elif st.last_key is None or st.last_key == lease.start_after:
@@ -1784,6 +1882,7 @@ class Lister:
                 remainder = KeyRange(id=self.new_id(), start_after=st.last_key, end=lease.end)
                 self.store.stop_at(lease, seg, st.last_key, remainder)
                 self.committed(seg)
+                self.finished_lease(lease)
         except LeaseLost:
             self.store.add_meta("orphan_requests", seg.requests)
 
@@ -1910,7 +2009,15 @@ def _parallel(fn: Callable[[Any], Any], items: Sequence[Any], workers: int = 64)
         return list(pool.map(fn, items))
 
 
-def _merge_rollups(store: FleetStore, out: Any, sidecars: set[str], merged: Any) -> set[str]:
+def _read_rollups(store: FleetStore, out: Any) -> list[dict[str, Any]]:
+    """Every lister's latest roll-up (``rollup_json``'s dictionary), in owner order: those kept in their items
+    are read here, those kept in objects fetched on threads."""
+    rollups = store.rollups()
+    fetched = iter(_parallel(lambda r: r.read(out), [r for r in rollups if r.body is None]))
+    return [r.read(out) if r.body is not None else next(fetched) for r in rollups]
+
+
+def _merge_rollups(bodies: Sequence[dict[str, Any]], sidecars: set[str], merged: Any) -> set[str]:
     """Merge the listers' roll-ups into ``merged``; the sidecars they cover (the reduce reads the others).
 
     A roll-up only holds segments whose checkpoint its lister saw committed, so each of its sidecars is in a
@@ -1918,11 +2025,7 @@ def _merge_rollups(store: FleetStore, out: Any, sidecars: set[str], merged: Any)
     (its sidecars are then read one by one), so no segment is ever counted twice.
     """
     covered: set[str] = set()
-    rollups = store.rollups()
-    # only the roll-ups kept in objects wait on S3 (threads); those in their items are read here, in order
-    fetched = iter(_parallel(lambda r: r.read(out), [r for r in rollups if r.body is None]))
-    for r in rollups:
-        body = r.read(out) if r.body is not None else next(fetched)
+    for body in bodies:
         covers = set(body["covers"])
         if covers <= sidecars and covers.isdisjoint(covered):
             merged.merge(stats_from_dict(body["stats"]))
@@ -1930,10 +2033,55 @@ def _merge_rollups(store: FleetStore, out: Any, sidecars: set[str], merged: Any)
     return covered
 
 
+def _merge_statistics(
+    out: Any, bodies: Sequence[dict[str, Any]], leases: Sequence[Lease], merged: Any
+) -> None:
+    """The statistics of every segment of ``leases``: the roll-ups that cover them, and the sidecars no roll-up
+    covers read from S3 (64 at a time)."""
+    keys = [k for lease in leases for k in lease.stats]
+    covered = _merge_rollups(bodies, set(keys), merged)
+    for st in _parallel(
+        lambda k: stats_from_dict(json.loads(out.get_bytes(k))), [k for k in keys if k not in covered]
+    ):
+        merged.merge(st)
+
+
+def _done_from_rollups(
+    store: FleetStore, out: Any, created: int, new_stats: Callable[[], Any]
+) -> tuple[list[Lease], Any, list[dict[str, Any]]]:
+    """The run's done leases and statistics from the roll-ups alone, without reading a lease item: when the
+    roll-ups' lease records are ``created`` distinct ranges (every range the run created, each done exactly
+    once by the lister whose finish went through) and their statistics count the records' objects. A lister
+    whose last records are not in its roll-up yet (it writes it when none of its streams is listing) is
+    waited for, ROLLUP_READS reads ROLLUP_WAIT_S apart; one that died with records unwritten leaves the
+    leases ([]) to the caller, which then reads the lease items. Returns (leases, statistics, roll-ups)."""
+    bodies: list[dict[str, Any]] = []
+    for attempt in range(ROLLUP_READS):
+        if attempt:
+            time.sleep(ROLLUP_WAIT_S)
+        bodies = _read_rollups(store, out)
+        records = [rec for body in bodies for rec in body.get("done", ())]
+        if len(records) < created:
+            continue
+        leases = sorted((Lease.from_record(rec) for rec in records), key=lambda lease: lease.id)
+        if len(records) > created or len({lease.id for lease in leases}) != created:
+            break  # a record twice, or a range the counters never created: the lease items decide
+        merged = new_stats()
+        _merge_statistics(out, bodies, leases, merged)
+        if merged.objects != sum(lease.objects for lease in leases):
+            break
+        return leases, merged, bodies
+    return [], None, bodies
+
+
 def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time) -> dict[str, Any]:
     """Every range done and the done pieces tile the key space; then the run's output (runner.finalize:
     manifest.json + Parquet in the S3 Inventory schema, summary.json, report.txt, report.html, ranges.json),
     a dt= partition of the target's Hive table with its athena.sql, and the target's ``_latest`` pointer.
+
+    The done leases come from the listers' roll-ups when their records account for every range the counters
+    say the run created (``_done_from_rollups``); else from the lease items themselves (every lease item
+    read: ~35,000 at 1B objects, ~8.5 s of a lister's CPU in the simulator's model).
 
     An audit also compares with the previous run of the target (counts, and object by object). A versions
     run records no ``_latest`` pointer: audits and their diff compare the current objects of two runs.
@@ -1948,29 +2096,35 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
     meta = store.meta()
     if meta is None:
         raise IncompleteInventoryError(f"run {cfg.run_id} has no fleet state")
-    leases = store.leases()
-    pending = [lease.id for lease in leases if lease.state != "done"]
-    outstanding = store.outstanding()
-    if pending or outstanding != 0:
-        raise IncompleteInventoryError(
-            f"{outstanding} range(s) not listed ({len(pending)} leased: {', '.join(pending[:10])})"
-        )
-    results = [lease.result() for lease in leases]
+    tallies = store.tallies()
+    outstanding = sum(n for n, _ in tallies)
     out = cfg.store(s3)
-    keys = [k for lease in leases for k in lease.stats]
     started = datetime.fromisoformat(cfg.started.replace("Z", "+00:00")) if cfg.started else datetime.now(UTC)
-    merged = stats_class(VERSIONS if cfg.versions else None)(
-        prefix=cfg.prefix, depth=cfg.stats_depth, now=started
-    )
-    covered = _merge_rollups(store, out, set(keys), merged)
-    for st in _parallel(
-        lambda k: stats_from_dict(json.loads(out.get_bytes(k))), [k for k in keys if k not in covered]
-    ):
-        merged.merge(st)
-    if merged.objects != sum(r.objects for r in results):
-        raise IncompleteInventoryError(
-            f"statistics count {merged.objects} objects, the leases {sum(r.objects for r in results)}"
+
+    def new_stats() -> Any:
+        return stats_class(VERSIONS if cfg.versions else None)(
+            prefix=cfg.prefix, depth=cfg.stats_depth, now=started
         )
+
+    leases: list[Lease] = []
+    bodies: list[dict[str, Any]] = []
+    merged: Any = None
+    if outstanding == 0:
+        leases, merged, bodies = _done_from_rollups(store, out, sum(c for _, c in tallies), new_stats)
+    if not leases:
+        leases = store.leases()
+        pending = [lease.id for lease in leases if lease.state != "done"]
+        if pending or outstanding != 0:
+            raise IncompleteInventoryError(
+                f"{outstanding} range(s) not listed ({len(pending)} leased: {', '.join(pending[:10])})"
+            )
+        merged = new_stats()
+        _merge_statistics(out, bodies or _read_rollups(store, out), leases, merged)
+        if merged.objects != sum(lease.objects for lease in leases):
+            raise IncompleteInventoryError(
+                f"statistics count {merged.objects} objects, the leases {sum(lease.objects for lease in leases)}"
+            )
+    results = [lease.result() for lease in leases]
     previous = previous_run(s3, cfg) if cfg.audit else None
     if previous is not None and previous.prefix == cfg.root:
         # this run's own output: an earlier attempt of this reduce finished (the _latest pointer is its last
