@@ -136,9 +136,12 @@ class Config:
     reduce_lease_item_bytes: int = 461
     reduce_segment_bytes: int = 184
     # fleet._done_from_rollups: the CPU of a lease record read from a roll-up (per record, per segment it
-    # holds), measured by bench/reduce_cost.py (bench/RESULTS.md); a roll-up's compressed bytes without records
-    # and a record's
-    reduce_record_cpu_s: tuple[float, float] = (0.00002, 0.00001)
+    # holds: decompression, JSON, Lease.from_record, the id and sidecar sets, Lease.result; 35,000 records
+    # timed in one process, 20-24 us a record of one segment, 37-40 of two, 49-60 of four; bench/RESULTS.md).
+    # bench.reduce_cost's builds of 200 and 800 leases (100 roll-ups) differ by less than its noise (0.07-0.08
+    # CPU-s each). A roll-up's compressed bytes without records (~50 prefixes), and a record's (35 records of
+    # dated keys with one or two segments, zlib: 112 bytes each)
+    reduce_record_cpu_s: tuple[float, float] = (0.000012, 0.00001)
     reduce_rollup_bytes: int = 3300
     reduce_record_bytes: int = 115
     # a 1 MB Query page (assumption: DynamoDB publishes no latency per page size)
