@@ -46,6 +46,8 @@ from typing import Any, overload
 
 from hpcstage.inventory.fleet import (
     COUNTER_SHARDS,
+    ENDGAME_MIN_SPLIT_PAGES,
+    ENDGAME_QUIET_S,
     LEASE_READERS,
     LEASE_SHARDS,
     REDUCE_MARGIN_S,
@@ -85,6 +87,12 @@ class Config:
     static_ranges: int = 1000
     # engine
     min_split_pages: float = 8.0
+    # the endgame (fleet.ENDGAME_QUIET_S): a lister that saw a 503 SlowDown writes the time into its hunger
+    # item (at most once a window); a busy lister whose read of the hunger items shows no 503 for
+    # endgame_quiet_s, after the run was throttled once, stops pacing and splits down to
+    # endgame_min_split_pages until its own next 503. 0: off (the fleet before 2026-11-25)
+    endgame_quiet_s: float = ENDGAME_QUIET_S
+    endgame_min_split_pages: float = ENDGAME_MIN_SPLIT_PAGES
     # a split's directory requests go at once (lister.list_range); False: one after the other (the fleet
     # before 2026-11-23)
     parallel_explore: bool = True
@@ -142,6 +150,11 @@ class Config:
     # CPU-s each). A roll-up's compressed bytes without records (~50 prefixes), and a record's (35 records of
     # dated keys with one or two segments, zlib: 112 bytes each)
     reduce_record_cpu_s: tuple[float, float] = (0.000012, 0.00001)
+    # the records path's fixed CPU: `python -m bench.reduce_cost` with records, 200-400 leases, 100-1,000
+    # roll-ups, four rounds each (2026-11-25, load ~2): 0.063-0.068 CPU-s with 100 roll-ups, 0.21 with 1,000,
+    # i.e. 0.17 ms a roll-up (reduce_cpu_s's figure) and ~0.04 s besides. reduce_cpu_s's 0.19 s base came
+    # from builds measured at load 4-7 and stays the lease path's
+    reduce_records_base_s: float = 0.04
     reduce_rollup_bytes: int = 3300
     reduce_record_bytes: int = 115
     # a 1 MB Query page (assumption: DynamoDB publishes no latency per page size)
@@ -328,6 +341,9 @@ class Node:
         "unrolled",
         "unrolled_done",
         "rolled",
+        "t503_written",
+        "fleet_t503",
+        "endgame",
         "last_poll",
         "pending",
     )
@@ -366,12 +382,18 @@ class Node:
         # (fleet.Lister.finished_lease)
         self.unrolled_done = 0
         self.rolled = False  # a roll-up of this lister is in the store
+        self.t503_written = -math.inf  # when it last wrote a 503's time into its hunger item
+        self.fleet_t503 = -math.inf  # the latest 503 it read in the hunger items
+        self.endgame = False  # its last read of the hunger items showed no 503 for Config.endgame_quiet_s
 
 
 @dataclass
 class Shard:
     open: list[KeyRange] = field(default_factory=list)
     hunger: int = 0
+    t503: float = (
+        -math.inf
+    )  # the last 503 SlowDown a lister of this hunger shard wrote (Config.endgame_quiet_s)
 
 
 @dataclass
@@ -457,6 +479,11 @@ class Sim:
         self.s3_limit = int(sp.partition_rate_limit)
         self.s3_win: dict[tuple[int, int], int] = {}
         self.policy = SplitPolicy(min_split_pages=cfg.min_split_pages, page_keys=PAGE, max_ways=cfg.max_ways)
+        self.endgame_policy = SplitPolicy(
+            min_split_pages=min(cfg.min_split_pages, cfg.endgame_min_split_pages),
+            page_keys=PAGE,
+            max_ways=cfg.max_ways,
+        )
         self._ids = itertools.count(1)
         self.committed: list[tuple[int, int]] = []
         self.objects = 0
@@ -549,6 +576,8 @@ class Sim:
         if st.epoch != epoch or not st.node.alive:
             return
         pacer = st.node.pacer
+        if pacer.rate is not None and self.endgame(st.node):
+            pacer.release(self.now)
         at = pacer.slot(self.now)
         if at is None:
             self.at(self.now + pacer.window_s, self.paced_issue, st, epoch, attempt)
@@ -647,6 +676,18 @@ class Sim:
         pacer.record(now, 1, int(slowdown))
         if pacer.rate is not None:
             self.min_rate = min(self.min_rate, pacer.rate)
+        fleet = self.cfg.mode == "fleet"
+        if slowdown and fleet and self.cfg.endgame_quiet_s and now - node.t503_written >= pacer.window_s:
+            # fleet: the 503's time into the lister's hunger item, at most once a window
+            node.t503_written = now
+            node.fleet_t503 = max(node.fleet_t503, now)
+            node.endgame = False
+            t = self.ddb(now, "t503", writes={f"shard:{node.home}": 1})
+            self.at(t, self.on_t503, node.home, now)
+
+    def on_t503(self, shard: int, t503: float) -> None:
+        sh = self.shards[shard]
+        sh.t503 = max(sh.t503, t503)
 
     def tick(self, what: int, n: int = 1) -> None:
         """Count an event in this second of the timeline (see Result.timeline)."""
@@ -684,6 +725,10 @@ class Sim:
         _, common, r1 = self.ks.delimited(prefix, r0, b, params["MaxKeys"], "/")
         return common, r1 < b
 
+    def endgame(self, node: Node) -> bool:
+        """fleet.Lister.endgame: no 503 SlowDown in the hunger items for endgame_quiet_s."""
+        return node.endgame
+
     def engine_split(self, st: Stream, ways: int) -> tuple[list[KeyRange], float]:
         """The donor's split (as lister.list_range does it: directory requests first, when the remainder
         crosses directories); returns the pieces and how long the directory requests took."""
@@ -698,9 +743,10 @@ class Sim:
         delay = 0.0
         sp = self.p.s3
         sent = 0
+        policy = self.endgame_policy if self.endgame(node) else self.policy
         while sent < MAX_EXPLORE:
             limit = MAX_EXPLORE - sent if self.cfg.parallel_explore else 1
-            queries = st.cursor.explore_all(ways, self.policy, limit)
+            queries = st.cursor.explore_all(ways, policy, limit)
             if not queries:
                 break
             slowest = 0.0
@@ -716,7 +762,7 @@ class Sim:
             delay += slowest  # sent at once (lister.list_range)
         if delay:
             st.hold = max(st.hold, self.now + delay)
-        pieces = st.cursor.split(ways, self.policy, self.new_id)
+        pieces = st.cursor.split(ways, policy, self.new_id)
         if not pieces:
             st.nosplit = True
             return [], delay
@@ -1288,6 +1334,9 @@ class Sim:
     def on_busy_poll(self, node: Node) -> None:
         if not node.alive or not node.listing:
             return
+        node.fleet_t503 = max(node.fleet_t503, max(s.t503 for s in self.shards))
+        q = self.cfg.endgame_quiet_s
+        node.endgame = bool(q) and node.fleet_t503 > -math.inf and self.now - node.fleet_t503 >= q
         # fleet.Lister.wanted: the hunger shards hold the hungry listers and the live ones; each busy
         # lister serves its share of the hunger (twice over: shares are uneven) in each poll window
         hunger = sum(s.hunger for s in self.shards)
@@ -1383,7 +1432,8 @@ class Sim:
         rollup_read = ddb + cfg.ddb_page_s * max(1.0, rollup_mb / ROLLUP_SHARDS)
         # the meta item, the counters' TransactGetItems, the roll-ups
         t = ddb + ddb + rollup_read
-        cpu = base + per_rollup * (rollups + unrolled) + per_record * leases + per_record_segment * segments
+        cpu = cfg.reduce_records_base_s + per_rollup * (rollups + unrolled) + per_record * leases
+        cpu += per_record_segment * segments
         if missing:
             self.res.reduce_leases = leases
             lease_bytes = leases * cfg.reduce_lease_item_bytes + segments * cfg.reduce_segment_bytes
@@ -1392,7 +1442,8 @@ class Sim:
             t += (ROLLUP_READS - 1) * (ROLLUP_WAIT_S + rollup_read)
             rounds = math.ceil(LEASE_SHARDS / LEASE_READERS)
             t += rounds * (ddb + lease_bytes / LEASE_SHARDS / 1e6 * cfg.ddb_page_s)
-            cpu += per_lease * leases + per_segment * segments + (ROLLUP_READS - 1) * per_rollup * rollups
+            cpu += base - cfg.reduce_records_base_s + per_lease * leases + per_segment * segments
+            cpu += (ROLLUP_READS - 1) * per_rollup * rollups
         else:
             self.res.reduce_leases = 0
         # the sidecars no roll-up covers, 64 GETs at a time

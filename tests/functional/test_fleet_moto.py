@@ -14,7 +14,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -536,9 +536,64 @@ def test_each_hunger_shard_is_an_item_of_its_own_partition_key_and_hunger_sums_t
         if it["pk"]["S"].startswith("run#run-hg#")
     }
     assert items == {"run#run-hg#hunger#3": ("count", "1", "1"), "run#run-hg#hunger#15": ("count", "1", "1")}
-    assert store.hunger() == (2, 2)
+    assert store.hunger() == (2, 2, 0)
     store.add_hunger(0, -5)
-    assert store.hunger() == (0, 2)
+    assert store.hunger() == (0, 2, 0)
+
+
+def test_a_lister_notes_a_503_once_a_window_and_a_fleet_quiet_for_the_endgame_releases_its_pace(
+    aws: tuple[Any, Any],
+) -> None:
+    """fleet.ENDGAME_QUIET_S: a 503 SlowDown is written into the lister's hunger item at most once a pacer
+    window; a read of the hunger items whose newest 503 is ENDGAME_QUIET_S old sets the endgame (splits
+    down to ENDGAME_MIN_SPLIT_PAGES, attempts unpaced); a fresh one, or none in the run, does not."""
+    s3, ddb = aws
+    clock = Clock()
+    cfg = config()
+    fleet.FleetStore(ddb, TABLE, cfg.run_id, clock).create("tok", [KeyRange(id="r0")], "now")
+    lister = fleet.Lister(
+        s3=s3,
+        ddb=ddb,
+        sfn=FakeSfn(),
+        cfg=cfg,
+        generation=1,
+        remaining_ms=lambda: 900_000,
+        clock=clock,
+        options=replace(fast_options(), hunger_poll_s=0.0),
+    )
+    store = lister.store
+
+    def endgame_after_read() -> bool:
+        lister.wanted()
+        return lister.endgame
+
+    assert not endgame_after_read()  # no 503 in the run yet: not an endgame (the ramp)
+    throttle = lister.throttle
+    notes: list[int] = []
+    real_note = store.note_slowdown
+    store.note_slowdown = lambda shard: notes.append(shard) or real_note(shard)  # type: ignore[method-assign]
+    for _ in range(3):
+        throttle.answered(slowdown=True)
+    t503 = store.hunger()[2]
+    assert abs(t503 - store.now_ms()) < 5_000
+    throttle.pacer.start -= 2 * throttle.pacer.window_s  # a window later
+    throttle._told -= 2 * throttle.pacer.window_s  # noqa: SLF001
+    throttle.answered(slowdown=True)
+    throttle.answered(slowdown=True)
+    # once per window, into the lister's own hunger item: the second window's first 503 wrote a newer time,
+    # its second nothing
+    assert notes == [lister.home, lister.home] and store.hunger()[2] >= t503
+    assert not endgame_after_read()  # the newest 503 is fresh
+    clock.offset += fleet.ENDGAME_QUIET_S + 0.1
+    assert endgame_after_read()
+    assert throttle.pacer.rate is not None  # paced since the throttled window
+    throttle.wait()  # the next attempt under the endgame: released at once
+    assert throttle.pacer.rate is None
+    throttle._told -= 2 * throttle.pacer.window_s  # noqa: SLF001
+    throttle.answered(slowdown=True)  # its own 503 (a window after the last one told) ends its endgame
+    assert not lister.endgame and len(notes) == 3
+    assert fast_options().listing.endgame_min_split_pages is None  # the tests' listing options: none
+    assert fleet.ListerOptions().listing.endgame_min_split_pages == fleet.ENDGAME_MIN_SPLIT_PAGES
 
 
 @pytest.mark.parametrize("alive", [1, 64])

@@ -94,3 +94,18 @@ def test_a_long_window_is_measured_over_its_length() -> None:
     p.record(0.5, sent=30, throttled=6)
     p.slot(2.0)  # the window closes at 2.0: 30 answered over 2 s, 20 % throttled
     assert p.rate == pytest.approx(15.0 * 0.9)
+
+
+def test_a_release_runs_unpaced_at_once_and_the_windows_503s_still_count() -> None:
+    p = Pacer(now=0.0)
+    p.record(0.1, sent=10, throttled=5)
+    p.slot(1.0)
+    assert p.rate == pytest.approx(7.5)
+    p.slot(1.0)
+    assert p.slot(1.0) == pytest.approx(1.0 + 2 / 7.5)  # paced: the third attempt waits for its slot
+    p.release(1.2)  # the fleet is quiet (fleet.Lister.endgame)
+    assert p.rate is None and [p.slot(1.2), p.slot(1.2)] == [1.2, 1.2]
+    # a 503 in the window it was released in: paced again when that window ends, from the rate sent
+    p.record(1.5, sent=20, throttled=2)
+    p.slot(2.0)
+    assert p.rate == pytest.approx(20 * (1 - 0.1 / 2))

@@ -43,6 +43,10 @@ class ListOptions:
     part_rows: int = 1_000_000
     tmpdir: str | None = None
     policy: SplitPolicy = field(default_factory=SplitPolicy)
+    # While ``list_range``'s ``endgame()`` says so, split down to this many pages instead of the policy's
+    # ``min_split_pages`` (None: never). The fleet's endgame: the partition has stopped throttling, so its
+    # streams outnumber the work left, and the last ranges decide when the run ends (fleet.Lister.endgame).
+    endgame_min_split_pages: float | None = None
     # Where pages come from: None is ListObjectsV2; hpcstage.inventory.versions.VERSIONS lists every version.
     source: Any = None
     # Send the next ListObjectsV2 request as soon as a page is parsed, so that S3 prepares it while this
@@ -90,15 +94,22 @@ def list_range(
     should_stop: Callable[[], bool] = lambda: False,
     options: ListOptions | None = None,
     on_page: Callable[[int, int], None] | None = None,
+    endgame: Callable[[], bool] = lambda: False,
 ) -> ShardResult:
     """List the keys of ``rng`` under ``prefix`` into ``writer`` and ``stats``; split on demand.
 
     The result's ``range`` is the range as finally listed (its end lowered by the splits); when the stream
     stopped early, ``done`` is False, ``checkpoint`` is the last key written and ``subranges`` holds the
-    remainder. ``given`` counts the ranges handed to other streams.
+    remainder. ``given`` counts the ranges handed to other streams. While ``endgame()`` is true, splits go
+    down to ``options.endgame_min_split_pages``.
     """
     opts = options or ListOptions()
     policy = replace(opts.policy, page_keys=opts.page_size)
+    endgame_policy = (
+        replace(policy, min_split_pages=min(policy.min_split_pages, opts.endgame_min_split_pages))
+        if opts.endgame_min_split_pages is not None
+        else policy
+    )
     counter = counter if counter is not None else RequestCounter()
     before_requests, before_retries = counter.requests, counter.retries
     source = opts.source
@@ -123,7 +134,7 @@ def list_range(
     ahead: tuple[dict[str, Any], Future[dict[str, Any]]] | None = None
     dirs_pool: ThreadPoolExecutor | None = None  # directory requests sent beside the stream's own
 
-    def explore(ways: int) -> None:
+    def explore(ways: int, policy: SplitPolicy) -> None:
         """A remainder that crosses directories is cut at the directories S3 names: the levels it spans are
         asked at once (each request asks about a level of its own), so a split waits for one answer, not
         for one after the other (the fleet's ramp: bench/RESULTS.md)."""
@@ -172,10 +183,11 @@ def list_range(
                 break
             if give is not None and new_id is not None:
                 w = wanted()
+                now = endgame_policy if w > 0 and endgame() else policy
                 if w > 0 and source is None:
-                    explore(w + 1)
+                    explore(w + 1, now)
                 if w > 0:
-                    pieces = cursor.split(w + 1, policy, new_id)
+                    pieces = cursor.split(w + 1, now, new_id)
                     if pieces:
                         given += len(pieces)
                         give(pieces)

@@ -86,6 +86,14 @@ class Pacer:
         self.next_at = at + 1.0 / self.rate
         return at
 
+    def release(self, now: float) -> None:
+        """Run unpaced from ``now``: the fleet reports the partition below its cap (no 503 SlowDown anywhere
+        for a while; fleet.Lister.endgame). The window's counts stay, so a 503 in it still sets a pace at the
+        window's end, and the next 503 starts the pacing anew."""
+        self._roll(now)
+        self.rate = None
+        self.next_at = now
+
     def _roll(self, now: float) -> None:
         elapsed = now - self.start
         if elapsed < self.window_s:
