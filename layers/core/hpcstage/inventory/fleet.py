@@ -183,10 +183,11 @@ DEFAULT_MAX_LAUNCHES = 20
 DEFAULT_STOP_MARGIN_S = 60.0
 # The lister that wins the completion notification reduces the run itself (no Reduce Lambda: at 100M objects
 # its cold start was ~1 s of a ~28 s run) when its Lambda has at least this long left, else the Reduce state
-# does. What reduce_run does at 1B objects (simulator, 1B uniform): 16 roll-up Queries, the lease Query (~35,000
-# items in 1 MB pages, one after another) and their conversion, the LIST of data/ only after a takeover, and the
-# manifest, summary, reports, ranges, Hive and _latest PUTs: ~10 s, ~8.5 s of it CPU on the lister's 0.58 vCPU
-# (bench/reduce_cost.py, bench/RESULTS.md).
+# does. What reduce_run does at 1B objects (simulator, 1B uniform): 16 roll-up Queries, the LIST of data/ only
+# after a takeover, and the manifest, summary, reports, ranges, Hive and _latest PUTs, with the lease records in
+# the roll-ups; when a lister died with records unwritten, also the lease Query (~35,000 items in 1 MB pages)
+# and their conversion: ~10 s then, ~8.5 s of it CPU on the lister's 0.58 vCPU (bench/reduce_cost.py,
+# bench/RESULTS.md). The margin is set for that slower path.
 # The costs are lopsided: a lister killed mid-reduce leaves the run to the Launch task's timeout (lister
 # timeout + 120 s) and the relaunch's Reduce state, while falling back costs ~1 s; hence ~12x the estimate.
 REDUCE_MARGIN_S = 120.0
