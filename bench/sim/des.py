@@ -681,10 +681,11 @@ class Sim:
             # fleet: the 503's time into the lister's hunger item, at most once a window
             node.t503_written = now
             node.fleet_t503 = max(node.fleet_t503, now)
-        if slowdown:
-            node.endgame = False
             t = self.ddb(now, "t503", writes={f"shard:{node.home}": 1})
             self.at(t, self.on_t503, node.home, now)
+        if slowdown:
+            # fleet.Lister._slowdown: any 503 of its own ends a lister's endgame
+            node.endgame = False
 
     def on_t503(self, shard: int, t503: float) -> None:
         sh = self.shards[shard]

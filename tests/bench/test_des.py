@@ -5,6 +5,8 @@ Small key spaces (1e4-2e5 objects) so the file runs in seconds; no timing assert
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hpcstage.inventory import fleet
 from hpcstage.inventory.model import KeyRange
@@ -181,6 +183,32 @@ def test_the_reduce_reads_lease_items_only_when_a_dead_lister_held_records_no_ro
     fast_s, fast_cpu = sim.reduce_work_s(0.02, 0.03), res.reduce_cpu_s
     assert res.reduce_leases == 0 and res.reduce_records == leases
     assert slow_s - fast_s > (fleet.ROLLUP_READS - 1) * fleet.ROLLUP_WAIT_S and slow_cpu > fast_cpu
+
+
+def test_listers_note_503s_once_a_window_and_enter_the_endgame_only_after_a_throttled_phase() -> None:
+    """fleet.ENDGAME_QUIET_S as modelled: the t503 write into a lister's hunger item at most once a pacer
+    window per lister; none without 503s, none in host mode; and the endgame's smaller pieces only once the
+    run was throttled and went quiet."""
+    ks = make_any("uniform", 400_000)
+    cfg = Config(mode="fleet", listers=8, per_lister=8, pace=True)
+    sim = Sim(ks, cfg, seed=3)
+    sim.s3_limit = 60  # a small partition: the 64 streams throttle it
+    res = sim.run()
+    assert res.exact, res.exact_detail
+    assert res.throttled > 0
+    windows = math.ceil(res.makespan / 1.0) + 1
+    assert 0 < res.ddb_calls["t503"] <= len(sim.nodes) * windows
+    assert res.ddb_calls["t503"] < res.throttled
+    assert max(s.t503 for s in sim.shards) > 0
+    # no partition cap in reach: no 503, no write, no endgame
+    calm = Sim(ks, Config(mode="fleet", listers=2, per_lister=2, pace=True), seed=3)
+    calm_res = calm.run()
+    assert calm_res.throttled == 0 and "t503" not in calm_res.ddb_calls
+    assert not any(n.endgame for n in calm.nodes)
+    host = Sim(ks, Config(mode="host", streams=64, pace=True), seed=3)
+    host.s3_limit = 60
+    host_res = host.run()
+    assert host_res.throttled > 0 and "t503" not in host_res.ddb_calls
 
 
 def test_the_counter_is_spread_as_in_the_fleet_and_read_after_each_finish() -> None:

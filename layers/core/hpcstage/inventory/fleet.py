@@ -2109,14 +2109,15 @@ def _merge_statistics(
 
 def _done_from_rollups(
     store: FleetStore, out: Any, created: int, new_stats: Callable[[], Any]
-) -> tuple[list[Lease], Any, list[dict[str, Any]]]:
+) -> tuple[list[Lease], Any, list[dict[str, Any]] | None]:
     """The run's done leases and statistics from the roll-ups alone, without reading a lease item: when the
     roll-ups' lease records are ``created`` distinct ranges (every range the run created, each done exactly
     once by the lister whose finish went through) and their statistics count the records' objects. A lister
     whose last records are not in its roll-up yet (it writes it when none of its streams is listing) is
     waited for, ROLLUP_READS reads ROLLUP_WAIT_S apart; one that died with records unwritten leaves the
-    leases ([]) to the caller, which then reads the lease items. Returns (leases, statistics, roll-ups)."""
-    bodies: list[dict[str, Any]] = []
+    leases ([]) to the caller, which then reads the lease items. Returns (leases, statistics, the roll-ups last
+    read: None when none was)."""
+    bodies: list[dict[str, Any]] | None = None
     for attempt in range(ROLLUP_READS):
         if attempt:
             time.sleep(ROLLUP_WAIT_S)
@@ -2168,7 +2169,7 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
         )
 
     leases: list[Lease] = []
-    bodies: list[dict[str, Any]] = []
+    bodies: list[dict[str, Any]] | None = None
     merged: Any = None
     if outstanding == 0:
         leases, merged, bodies = _done_from_rollups(store, out, sum(c for _, c in tallies), new_stats)
@@ -2180,7 +2181,7 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
                 f"{outstanding} range(s) not listed ({len(pending)} leased: {', '.join(pending[:10])})"
             )
         merged = new_stats()
-        _merge_statistics(out, bodies or _read_rollups(store, out), leases, merged)
+        _merge_statistics(out, bodies if bodies is not None else _read_rollups(store, out), leases, merged)
         if merged.objects != sum(lease.objects for lease in leases):
             raise IncompleteInventoryError(
                 f"statistics count {merged.objects} objects, the leases {sum(lease.objects for lease in leases)}"
