@@ -221,10 +221,10 @@ MIN_SPLIT_PAGES = 2 * DEFAULT_MIN_SPLIT_PAGES
 # ENDGAME_QUIET_S old, after the run was throttled once, the partition is below its cap while the fleet has
 # streams to spare: what is left of the listing is the last ranges, and they decide when it ends. Such a
 # lister then runs unpaced (``Pacer.release``) and splits down to ENDGAME_MIN_SPLIT_PAGES instead of
-# MIN_SPLIT_PAGES; its own next 503 ends its endgame. Simulator, 100M dated, seeds 1-3: the listing ended
-# 1.4-3.3 s sooner for 0.1 % more LIST requests (bench/RESULTS.md). A quiet threshold of 0.5 s fired in lulls
-# of the throttled phase (overhead 5.5 %), and 2-page pieces cost 0.4-0.6 % more requests than 4-page ones for
-# a similar end.
+# MIN_SPLIT_PAGES; its own next 503 ends its endgame. Simulator: the eight shapes at 100M end 1.6-3.9 s sooner
+# for 0.01-0.25 % more LIST requests, at 25M 1.7-4.1 s sooner for 1-4 % more (bench/RESULTS.md). A quiet
+# threshold of 0.5 s fired in lulls of the throttled phase (overhead 5.5 % at 100M), and 2-page pieces cost
+# 0.3-0.5 % more requests than 4-page ones for a similar end.
 ENDGAME_QUIET_S = 1.0
 ENDGAME_MIN_SPLIT_PAGES = DEFAULT_MIN_SPLIT_PAGES / 2
 # TransactWriteItems holds at most 100 items: a donate writes the lease, the pieces and at most COUNTER_SHARDS
