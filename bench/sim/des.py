@@ -391,9 +391,8 @@ class Node:
 class Shard:
     open: list[KeyRange] = field(default_factory=list)
     hunger: int = 0
-    t503: float = (
-        -math.inf
-    )  # the last 503 SlowDown a lister of this hunger shard wrote (Config.endgame_quiet_s)
+    # the last 503 SlowDown a lister of this hunger shard wrote (Config.endgame_quiet_s)
+    t503: float = -math.inf
 
 
 @dataclass

@@ -134,14 +134,14 @@ def list_range(
     ahead: tuple[dict[str, Any], Future[dict[str, Any]]] | None = None
     dirs_pool: ThreadPoolExecutor | None = None  # directory requests sent beside the stream's own
 
-    def explore(ways: int, policy: SplitPolicy) -> None:
+    def explore(ways: int, cut_policy: SplitPolicy) -> None:
         """A remainder that crosses directories is cut at the directories S3 names: the levels it spans are
         asked at once (each request asks about a level of its own), so a split waits for one answer, not
         for one after the other (the fleet's ramp: bench/RESULTS.md)."""
         nonlocal dirs_pool
         sent = 0
         while sent < MAX_EXPLORE:
-            queries = cursor.explore_all(ways, policy, MAX_EXPLORE - sent)
+            queries = cursor.explore_all(ways, cut_policy, MAX_EXPLORE - sent)
             if not queries:
                 return
             if len(queries) > 1 and dirs_pool is None:
@@ -183,11 +183,11 @@ def list_range(
                 break
             if give is not None and new_id is not None:
                 w = wanted()
-                now = endgame_policy if w > 0 and endgame() else policy
+                cut_policy = endgame_policy if w > 0 and endgame() else policy
                 if w > 0 and source is None:
-                    explore(w + 1, now)
+                    explore(w + 1, cut_policy)
                 if w > 0:
-                    pieces = cursor.split(w + 1, now, new_id)
+                    pieces = cursor.split(w + 1, cut_policy, new_id)
                     if pieces:
                         given += len(pieces)
                         give(pieces)
