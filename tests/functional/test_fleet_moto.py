@@ -780,7 +780,7 @@ def test_the_reduce_reads_no_lease_item_when_the_rollups_record_every_range_the_
     leases = store.leases()
     reads.clear()
     # the counters count every range created (the root and each piece split off), once each
-    assert sum(c for _, c in store.tallies()) == len(leases) > 3
+    assert sum(c for _, c in store.tallies()) == len(leases) > 1
     # and the roll-ups hold one record of each done lease, equal to its item
     records = [fleet.Lease.from_record(rec) for r in store.rollups() for rec in r.read(None)["done"]]
     assert sorted(records, key=lambda lease: lease.id) == [
