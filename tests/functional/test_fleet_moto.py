@@ -764,6 +764,36 @@ def reduce_outputs(s3: Any, cfg: fleet.FleetConfig) -> dict[str, Any]:
     }
 
 
+def run_left_to_reduce(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch, objects: dict[str, Any], listers: int
+) -> tuple[fleet.FleetConfig, dict[str, Any], fleet.FleetStore]:
+    """A run listed by ``listers`` listers that leave the reduce to the test (the config, the summary of
+    run_fleet's own reduce, the store)."""
+    s3, ddb = aws
+    seed("bkt", objects)
+    monkeypatch.setattr(fleet, "REDUCE_MARGIN_S", 900.001)
+    cfg = config()
+    summary, _, errors = run_fleet(s3, ddb, cfg, listers=listers)
+    assert not errors
+    return cfg, summary, fleet.FleetStore(ddb, TABLE, cfg.run_id)
+
+
+def check_reduced_from_lease_items(
+    aws: tuple[Any, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    cfg: fleet.FleetConfig,
+    summary: dict[str, Any],
+    objects: dict[str, Any],
+) -> None:
+    """The reduce run again reads every lease item once and gives the same, exact output."""
+    s3, ddb = aws
+    reads = lease_reads(monkeypatch)
+    again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
+    assert reads == [1]
+    assert timeless(again) == timeless(summary)
+    check_exact(s3, cfg, again, objects)
+
+
 def test_the_reduce_reads_no_lease_item_when_the_rollups_record_every_range_the_run_created(
     aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -798,15 +828,10 @@ def test_the_reduce_reads_no_lease_item_when_the_rollups_record_every_range_the_
 def test_a_lister_that_died_before_its_rollup_leaves_the_reduce_to_the_lease_items(
     aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    s3, ddb = aws
+    _, ddb = aws
     objects = shape("hex", 1200, random.Random(4))
-    seed("bkt", objects)
-    monkeypatch.setattr(fleet, "REDUCE_MARGIN_S", 900.001)
     monkeypatch.setattr(fleet, "ROLLUP_WAIT_S", 0.01)
-    cfg = config()
-    summary, _, errors = run_fleet(s3, ddb, cfg, listers=3)
-    assert not errors
-    store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+    cfg, summary, store = run_left_to_reduce(aws, monkeypatch, objects, listers=3)
     # as if one lister had died after its last finish and before its roll-up: its item is gone
     lost = next(r for r in store.rollups() if r.read(None)["done"])
     ddb.delete_item(
@@ -821,25 +846,16 @@ def test_a_lister_that_died_before_its_rollup_leaves_the_reduce_to_the_lease_ite
     monkeypatch.setattr(
         fleet.FleetStore, "rollups", lambda self: rollup_reads.append(1) or real_rollups(self)
     )
-    reads = lease_reads(monkeypatch)
-    again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
-    # the roll-ups were read ROLLUP_READS times waiting for the missing records, then the lease items once
-    assert len(rollup_reads) == fleet.ROLLUP_READS and reads == [1]
-    assert timeless(again) == timeless(summary)
-    check_exact(s3, cfg, again, objects)
+    # the roll-ups are read ROLLUP_READS times waiting for the missing records, then the lease items once
+    check_reduced_from_lease_items(aws, monkeypatch, cfg, summary, objects)
+    assert len(rollup_reads) == fleet.ROLLUP_READS
 
 
 def test_rollups_whose_records_name_a_range_twice_leave_the_reduce_to_the_lease_items(
     aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    s3, ddb = aws
     objects = shape("hex", 900, random.Random(6))
-    seed("bkt", objects)
-    monkeypatch.setattr(fleet, "REDUCE_MARGIN_S", 900.001)
-    cfg = config()
-    summary, _, errors = run_fleet(s3, ddb, cfg, listers=2)
-    assert not errors
-    store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+    cfg, summary, store = run_left_to_reduce(aws, monkeypatch, objects, listers=2)
     # the roll-up with the most records (one lister may have listed everything alone) names its first range
     # twice and its second not at all: as many records as ranges, but not every range
     rollup = max(store.rollups(), key=lambda r: len(r.read(None)["done"]))
@@ -847,11 +863,7 @@ def test_rollups_whose_records_name_a_range_twice_leave_the_reduce_to_the_lease_
     assert len(body["done"]) >= 2
     body["done"][1] = body["done"][0]
     store.put_rollup(rollup.owner, len(body["covers"]), body=zlib.compress(json.dumps(body).encode()))
-    reads = lease_reads(monkeypatch)
-    again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
-    assert reads == [1]
-    assert timeless(again) == timeless(summary)
-    check_exact(s3, cfg, again, objects)
+    check_reduced_from_lease_items(aws, monkeypatch, cfg, summary, objects)
 
 
 def test_a_rollup_larger_than_an_item_should_hold_goes_to_an_object_its_item_names(

@@ -1670,7 +1670,7 @@ class Lister:
         """A 503 SlowDown: no endgame here (the partition is at its cap after all), and, at most once a pacer
         window (``tell``), the fleet learns the time. (Simulator, 100M dated seeds 2-3: leaving the endgame only
         on the 503s told, a lister kept splitting small and unpaced into a throttled partition: 25.7 and
-        26.3 s against 24.4 and 24.5.)"""
+        26.3 s against 24.8 and 24.7; bench/RESULTS.md.)"""
         self.endgame = False
         if not tell:
             return
@@ -2094,17 +2094,19 @@ def _merge_rollups(bodies: Sequence[dict[str, Any]], sidecars: set[str], merged:
     return covered
 
 
-def _merge_statistics(
-    out: Any, bodies: Sequence[dict[str, Any]], leases: Sequence[Lease], merged: Any
-) -> None:
-    """The statistics of every segment of ``leases``: the roll-ups that cover them, and the sidecars no roll-up
-    covers read from S3 (64 at a time)."""
+def _merged_statistics(
+    out: Any, bodies: Sequence[dict[str, Any]], leases: Sequence[Lease], new_stats: Callable[[], Any]
+) -> Any:
+    """The statistics of every segment of ``leases``, merged into ``new_stats()``: the roll-ups that cover
+    them, and the sidecars no roll-up covers read from S3 (64 at a time)."""
+    merged = new_stats()
     keys = [k for lease in leases for k in lease.stats]
     covered = _merge_rollups(bodies, set(keys), merged)
     for st in _parallel(
         lambda k: stats_from_dict(json.loads(out.get_bytes(k))), [k for k in keys if k not in covered]
     ):
         merged.merge(st)
+    return merged
 
 
 def _done_from_rollups(
@@ -2128,8 +2130,7 @@ def _done_from_rollups(
         leases = sorted((Lease.from_record(rec) for rec in records), key=lambda lease: lease.id)
         if len(records) > created or len({lease.id for lease in leases}) != created:
             break  # a record twice, or a range the counters never created: the lease items decide
-        merged = new_stats()
-        _merge_statistics(out, bodies, leases, merged)
+        merged = _merged_statistics(out, bodies, leases, new_stats)
         if merged.objects != sum(lease.objects for lease in leases):
             break
         return leases, merged, bodies
@@ -2180,12 +2181,11 @@ def reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock = time.time)
             raise IncompleteInventoryError(
                 f"{outstanding} range(s) not listed ({len(pending)} leased: {', '.join(pending[:10])})"
             )
-        merged = new_stats()
-        _merge_statistics(out, bodies if bodies is not None else _read_rollups(store, out), leases, merged)
-        if merged.objects != sum(lease.objects for lease in leases):
-            raise IncompleteInventoryError(
-                f"statistics count {merged.objects} objects, the leases {sum(lease.objects for lease in leases)}"
-            )
+        rollups = bodies if bodies is not None else _read_rollups(store, out)
+        merged = _merged_statistics(out, rollups, leases, new_stats)
+        listed = sum(lease.objects for lease in leases)
+        if merged.objects != listed:
+            raise IncompleteInventoryError(f"statistics count {merged.objects} objects, the leases {listed}")
     results = [lease.result() for lease in leases]
     previous = previous_run(s3, cfg) if cfg.audit else None
     if previous is not None and previous.prefix == cfg.root:
