@@ -12,6 +12,7 @@ import functools
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,6 +38,7 @@ from botocore.exceptions import (
 
 from .errors import AccessDeniedError, BucketError, ConfigError, EndpointError, HpcstageError, InputError
 from .inventory.page import EMPTY, TS, Page, strip_quotes
+from .s3direct import QUERY_NAMES, DirectLister, enabled_by_environment, retry_wait
 
 LIST_MAX_KEYS = 1000
 # S3 Standard LIST price: $0.005 per 1,000 requests (billed with PUT/COPY/POST).
@@ -537,8 +539,11 @@ def make_s3_client(
     access: AccessOptions | None = None,
     sts: Any = None,
     timeouts: Timeouts | None = None,
+    direct: bool | None = None,
 ) -> Any:
     """An S3 client for listing: fast page parsing, request counting, and the target's ``access`` options.
+
+    ``direct``: list pages through hpcstage.s3direct (default: on, unless ``HPCSTAGE_DIRECT_LIST=0``).
 
     ``sts`` (tests, the local runtime) is the STS client used to assume ``access.role_arn``; by default one
     of the same session (profile) is made.
@@ -571,6 +576,8 @@ def make_s3_client(
         for op in _PAYER_OPERATIONS:
             client.meta.events.register(f"before-parameter-build.s3.{op}", _add_request_payer)
     client.meta.hpcstage_access = access  # type: ignore[attr-defined]
+    if enabled_by_environment() if direct is None else direct:
+        client.meta.hpcstage_direct = DirectLister(client, lambda rd, cd: _fast_list_parse(rd, cd))  # type: ignore[attr-defined]
     if sts is None:
         # an injected STS client (tests, the local runtime) cannot be made again elsewhere
         client.meta.hpcstage_spec = ClientSpec(endpoint_url, region, pool, access, timeouts)  # type: ignore[attr-defined]
@@ -704,8 +711,20 @@ def _counted_call(
     _SENT.slow = 0
     _SENT.counter = counter
     attempts: int | None = None
+    direct = _direct_lister(s3, params) if fast_page and hooked else None
     try:
-        resp: dict[str, Any] = getattr(s3, operation)(**params)
+        found = _direct_page(direct, bucket, params, counter) if direct is not None else None
+        if found is not None:
+            resp: dict[str, Any] = found
+        elif direct is not None and direct.template(bucket) is None:
+            direct.capturing(bucket)
+            answered: dict[str, Any] | None = None
+            try:
+                resp = answered = getattr(s3, operation)(**params)
+            finally:
+                direct.keep(bucket, answered)
+        else:
+            resp = getattr(s3, operation)(**params)
         attempts = _SENT.n if hooked else 1 + int(resp.get("ResponseMetadata", {}).get("RetryAttempts", 0))
     except ClientError as err:
         meta = err.response.get("ResponseMetadata", {})
@@ -727,6 +746,41 @@ def _counted_call(
         if counter is not None and attempts:
             counter.add(attempts, attempts - 1, _SENT.slow if hooked else None)
     return resp
+
+
+def _direct_lister(s3: Any, params: dict[str, Any]) -> DirectLister | None:
+    """The client's direct ListObjectsV2 path (hpcstage.s3direct) when these ``params`` can take it: a
+    client made by ``make_s3_client``, page parameters only."""
+    direct = getattr(s3.meta, "hpcstage_direct", None)
+    if direct is None or any(k != "Bucket" and k not in QUERY_NAMES for k in params):
+        return None
+    return direct  # type: ignore[no-any-return]
+
+
+def _direct_page(
+    direct: DirectLister, bucket: str, params: dict[str, Any], counter: RequestCounter | None
+) -> dict[str, Any] | None:
+    """One direct attempt at a page, counted as botocore's attempts are (``_count_attempt`` before it is
+    sent, its 503 SlowDown after); None when there is no template yet or the attempt failed. After a
+    failure that a retry would wait for (5xx, a reset, a timeout, a bad body), the wait of botocore's first
+    retry (or the fleet's throttle delay for a 503) is spent here, before the page goes to botocore; any
+    other refusal drops the template (botocore's call then redirects or raises, and is captured again)."""
+    template = direct.template(bucket)
+    if template is None:
+        return None
+    _count_attempt()
+    answer = direct.attempt(template, params)
+    _SENT.slow += answer.slowdown
+    if counter is not None and counter.after_attempt is not None:
+        counter.after_attempt(answer.slowdown)
+    if answer.parsed is not None:
+        return answer.parsed
+    if answer.transient:
+        delay = counter.throttle_delay if counter is not None and answer.slowdown else None
+        time.sleep(retry_wait(1, delay))
+    else:
+        direct.forget(bucket)
+    return None
 
 
 def _counted_list(
