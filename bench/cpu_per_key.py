@@ -8,6 +8,7 @@ lower). CPU time is the client process's (user + system, os.times), so the serve
 
     python -m bench.cpu_per_key --keys 1000000
     python -m bench.cpu_per_key --keys 200000 --breakdown   # CPU per stage of hpcstage's listing
+    python -m bench.cpu_per_key --alternate-direct 4        # hpcstage with the direct page path on / off
 """
 
 from __future__ import annotations
@@ -230,6 +231,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--breakdown", action="store_true", help="only hpcstage, with CPU per stage")
+    ap.add_argument(
+        "--alternate-direct",
+        type=int,
+        default=0,
+        metavar="PAIRS",
+        help="only hpcstage: PAIRS runs with the direct page path on, then off (HPCSTAGE_DIRECT_LIST), alternating",
+    )
     args = ap.parse_args()
     port = free_port()
     proc = multiprocessing.Process(target=serve, args=(port, args.keys), daemon=True)
@@ -242,6 +250,14 @@ def main() -> None:
         except OSError:
             time.sleep(0.05)
     try:
+        if args.alternate_direct:
+            runs = []
+            for _ in range(args.alternate_direct):
+                for flag in ("1", "0"):
+                    os.environ["HPCSTAGE_DIRECT_LIST"] = flag  # the fresh process inherits it
+                    runs.append({"direct": flag == "1", **alone(run_hpcstage, endpoint, args.keys)})
+            print(json.dumps({"keys": args.keys, "alternating": runs}, indent=2))
+            return
         if args.breakdown:
             breakdown = alone(run_breakdown, endpoint, args.keys)
             print(json.dumps({"keys": args.keys, "breakdown": breakdown}, indent=2))
