@@ -323,3 +323,16 @@ def test_the_light_parse_is_botocores_parse(i: int, charged: bool) -> None:
         return
     assert light is not None
     assert light == RestXMLParser().parse(dict(response), shape)
+
+
+def test_a_botocore_without_the_parts_reused_lists_through_botocore(
+    frozen: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpcstage import s3direct
+
+    def missing(self: Any, client: Any, parse_body: Any) -> None:
+        raise AttributeError("'S3' object has no attribute '_request_signer'")
+
+    monkeypatch.setattr(s3direct.DirectLister, "__init__", missing)
+    client = make_s3_client("http://127.0.0.1:9", "us-east-1", direct=True)
+    assert getattr(client.meta, "hpcstage_direct", None) is None

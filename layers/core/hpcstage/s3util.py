@@ -7,6 +7,7 @@ exponential backoff with full jitter; we count the retries it made from the resp
 from __future__ import annotations
 
 import binascii
+import contextlib
 import dataclasses
 import functools
 import re
@@ -577,7 +578,9 @@ def make_s3_client(
             client.meta.events.register(f"before-parameter-build.s3.{op}", _add_request_payer)
     client.meta.hpcstage_access = access  # type: ignore[attr-defined]
     if enabled_by_environment() if direct is None else direct:
-        client.meta.hpcstage_direct = DirectLister(client, lambda rd, cd: _fast_list_parse(rd, cd))  # type: ignore[attr-defined]
+        # A botocore without the parts the direct path reuses (it is pinned) lists every page itself.
+        with contextlib.suppress(AttributeError):
+            client.meta.hpcstage_direct = DirectLister(client, lambda rd, cd: _fast_list_parse(rd, cd))  # type: ignore[attr-defined]
     if sts is None:
         # an injected STS client (tests, the local runtime) cannot be made again elsewhere
         client.meta.hpcstage_spec = ClientSpec(endpoint_url, region, pool, access, timeouts)  # type: ignore[attr-defined]
