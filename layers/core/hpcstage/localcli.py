@@ -142,7 +142,7 @@ class _RunWatch:
                     self._thread = threading.Thread(target=self._poll, name="run-watch", daemon=True)
                     self._thread.start()
             elif details.get("name") == "Launch":
-                self._say_counts()
+                self._say_counts(_reduced(details.get("output")))
         elif t == "ExecutionFailed":
             self._say(f"  !! {ev.get('executionFailedEventDetails', {})}")
 
@@ -168,10 +168,22 @@ class _RunWatch:
             f"{requests:,} LIST, {el // 60}:{el % 60:02d}"
         )
 
-    def _say_counts(self) -> None:
-        """The counts, unless they are the ones last printed (the clock at the end aside)."""
+    def final_counts(self, reduced: dict[str, Any]) -> str:
+        """The counts line from the reduce's summary (``$.fleet.reduced``), which the lister that reduced the
+        run returned: the run's totals, with no read of the fleet's table (64 Queries, ~0.3 s of the embedded
+        endpoint, spent after the execution ended)."""
+        ranges = int(reduced["ranges_listed"])
+        el = int(time.monotonic() - self._start)
+        return (
+            f"  listing: {int(reduced['objects']):,} objects, {human_bytes(int(reduced['bytes']))}, {ranges:,} of "
+            f"{ranges:,} ranges listed, {int(reduced['list_requests']):,} LIST, {el // 60}:{el % 60:02d}"
+        )
+
+    def _say_counts(self, reduced: dict[str, Any] | None = None) -> None:
+        """The counts (from ``reduced`` when given), unless they are the ones last printed (the clock at the end
+        aside)."""
         with self._lock:  # the poller and the event callback both come here
-            line = self.counts()
+            line = self.final_counts(reduced) if reduced is not None else self.counts()
             same = line.rsplit(", ", 1)[0]
             if same == self._last:
                 return
@@ -190,6 +202,19 @@ class _RunWatch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+
+def _reduced(output: str | None) -> dict[str, Any] | None:
+    """The reduce's summary in the Launch state's output (``$.fleet.reduced``) when the lister that completed
+    the run reduced it, with the figures the counts line shows; else None."""
+    try:
+        reduced = json.loads(output or "{}").get("fleet", {}).get("reduced")
+    except (ValueError, AttributeError):
+        return None
+    keys = ("objects", "bytes", "list_requests", "ranges_listed")
+    if not isinstance(reduced, dict) or not all(isinstance(reduced.get(k), int) for k in keys):
+        return None
+    return reduced
 
 
 def run_inventory_machine(aws: Any, deployed: Any, event: dict[str, Any], timeout_s: float = 1800) -> Any:
