@@ -135,7 +135,7 @@ def build(
         covers = sidecars[i::listers]
         st = dict(stats, objects=len(covers) * ROWS, bytes=len(covers) * ROWS * 1000)
         body = zlib.compress(fleet.rollup_json(covers, st, done[i::listers]))
-        store.put_rollup(f"lister-{i:04d}", len(covers), body=body)
+        store.put_rollup(f"lister-{i:04d}", len(covers), body=body, shards=fleet.rollup_shards(cfg))
 
 
 def measure(s3: Any, ddb: Any, cfg: fleet.FleetConfig) -> dict[str, Any]:

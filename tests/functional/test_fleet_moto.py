@@ -837,14 +837,16 @@ def test_a_lister_that_died_before_its_rollup_leaves_the_reduce_to_the_lease_ite
     ddb.delete_item(
         TableName=TABLE,
         Key={
-            "pk": {"S": store.rollup_pk(fleet._shard(lost.owner, fleet.ROLLUP_SHARDS))},
+            "pk": {"S": store.rollup_pk(fleet._shard(lost.owner, fleet.rollup_shards(cfg)))},
             "sk": {"S": lost.owner},
         },
     )
     rollup_reads: list[int] = []
     real_rollups = fleet.FleetStore.rollups
     monkeypatch.setattr(
-        fleet.FleetStore, "rollups", lambda self: rollup_reads.append(1) or real_rollups(self)
+        fleet.FleetStore,
+        "rollups",
+        lambda self, shards=fleet.ROLLUP_SHARDS: rollup_reads.append(1) or real_rollups(self, shards),
     )
     # the roll-ups are read ROLLUP_READS times waiting for the missing records, then the lease items once
     check_reduced_from_lease_items(aws, monkeypatch, cfg, summary, objects)
@@ -862,7 +864,12 @@ def test_rollups_whose_records_name_a_range_twice_leave_the_reduce_to_the_lease_
     body = rollup.read(None)
     assert len(body["done"]) >= 2
     body["done"][1] = body["done"][0]
-    store.put_rollup(rollup.owner, len(body["covers"]), body=zlib.compress(json.dumps(body).encode()))
+    store.put_rollup(
+        rollup.owner,
+        len(body["covers"]),
+        body=zlib.compress(json.dumps(body).encode()),
+        shards=fleet.rollup_shards(cfg),
+    )
     check_reduced_from_lease_items(aws, monkeypatch, cfg, summary, objects)
 
 
@@ -915,9 +922,12 @@ def test_a_rollup_that_names_a_sidecar_of_no_lease_or_one_already_covered_is_not
     # that no lease holds (a segment whose checkpoint never committed)
     bogus = {"covers": [*body["covers"][:1], "stats/never-committed.json"], "stats": body["stats"]}
     # one in its item, one in an object its item names
-    store.put_rollup("copy", len(body["covers"]), body=zlib.compress(json.dumps(body).encode()))
+    shards = fleet.rollup_shards(cfg)
+    store.put_rollup(
+        "copy", len(body["covers"]), body=zlib.compress(json.dumps(body).encode()), shards=shards
+    )
     s3.put_object(Bucket=RESULTS, Key=f"{cfg.root}/rollups/bogus.json", Body=json.dumps(bogus).encode())
-    store.put_rollup("bogus", len(bogus["covers"]), key="rollups/bogus.json")
+    store.put_rollup("bogus", len(bogus["covers"]), key="rollups/bogus.json", shards=shards)
     again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
     keys, total = expected(objects)
     assert (again["objects"], again["bytes"]) == (summary["objects"], summary["bytes"]) == (len(keys), total)
@@ -1293,3 +1303,28 @@ def test_a_reduce_run_again_after_a_partial_attempt_gives_the_same_output(
     assert first["diff"]["added"] == {"objects": 1, "bytes": 7}
     again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=audit)
     assert again == first
+
+
+def test_a_small_fleet_keeps_its_rollups_in_one_shard_a_lister(
+    aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3, ddb = aws
+    objects = shape("hex", 700, random.Random(12))
+    seed("bkt", objects)
+    cfg = config()
+    summary, _, errors = run_fleet(s3, ddb, cfg, listers=2)
+    assert not errors and fleet.rollup_shards(cfg) == 2
+    store = fleet.FleetStore(ddb, TABLE, cfg.run_id)
+    written = {s for s in range(fleet.ROLLUP_SHARDS) if list(store._query_all(store.rollup_pk(s)))}
+    assert written and written <= {0, 1}
+    asked: list[str] = []
+    real = fleet.FleetStore._query_all
+
+    def spy(self: Any, pk: str, **kw: Any) -> Any:
+        asked.append(pk)
+        return real(self, pk, **kw)
+
+    monkeypatch.setattr(fleet.FleetStore, "_query_all", spy)
+    again = fleet.reduce_run(s3=s3, ddb=ddb, cfg=cfg)
+    assert sorted(pk for pk in asked if "#rollup#" in pk) == [store.rollup_pk(0), store.rollup_pk(1)]
+    assert (again["objects"], again["bytes"]) == (summary["objects"], summary["bytes"])
