@@ -48,14 +48,6 @@ def answering(client: Any, statuses: list[int]) -> list[str]:
     return sent
 
 
-@pytest.fixture
-def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-
-
 def test_the_cached_user_agent_is_the_header_botocore_builds_on_every_attempt(
     credentials: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -98,11 +98,7 @@ def recorder() -> Iterator[Recorder]:
 
 
 @pytest.fixture
-def frozen(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+def frozen(credentials: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HPCSTAGE_DIRECT_LIST", raising=False)
     at = datetime.datetime(2026, 11, 25, 12, 0, 0)
     monkeypatch.setattr("botocore.auth.get_current_datetime", lambda *a, **k: at)

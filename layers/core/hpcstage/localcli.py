@@ -162,9 +162,12 @@ class _RunWatch:
         nbytes = sum(lease.bytes for lease in leases)
         requests = sum(lease.requests for lease in leases)
         done = sum(1 for lease in leases if lease.state == "done")
+        return self._line(objects, nbytes, done, len(leases), requests)
+
+    def _line(self, objects: int, nbytes: int, done: int, ranges: int, requests: int) -> str:
         el = int(time.monotonic() - self._start)
         return (
-            f"  listing: {objects:,} objects, {human_bytes(nbytes)}, {done:,} of {len(leases):,} ranges listed, "
+            f"  listing: {objects:,} objects, {human_bytes(nbytes)}, {done:,} of {ranges:,} ranges listed, "
             f"{requests:,} LIST, {el // 60}:{el % 60:02d}"
         )
 
@@ -173,10 +176,8 @@ class _RunWatch:
         run returned: the run's totals, with no read of the fleet's table (64 Queries, ~0.3 s of the embedded
         endpoint, spent after the execution ended)."""
         ranges = int(reduced["ranges_listed"])
-        el = int(time.monotonic() - self._start)
-        return (
-            f"  listing: {int(reduced['objects']):,} objects, {human_bytes(int(reduced['bytes']))}, {ranges:,} of "
-            f"{ranges:,} ranges listed, {int(reduced['list_requests']):,} LIST, {el // 60}:{el % 60:02d}"
+        return self._line(
+            int(reduced["objects"]), int(reduced["bytes"]), ranges, ranges, int(reduced["list_requests"])
         )
 
     def _say_counts(self, reduced: dict[str, Any] | None = None) -> None:

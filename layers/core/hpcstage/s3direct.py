@@ -105,6 +105,12 @@ def light_parse(response_dict: dict[str, Any]) -> dict[str, Any] | None:
     return parsed
 
 
+def complete_list_result(body: bytes) -> bool:
+    """Whether ``body`` opens a ListBucketResult and closes it: neither truncated nor an <Error> sent with 200
+    (botocore turns those into a retried 500)."""
+    return b"<ListBucketResult" in body[:512] and body.rstrip().endswith(b"</ListBucketResult>")
+
+
 def enabled_by_environment() -> bool:
     return os.environ.get("HPCSTAGE_DIRECT_LIST", "1").strip().lower() not in ("0", "false", "no", "off")
 
@@ -113,8 +119,7 @@ def enabled_by_environment() -> bool:
 class Template:
     """What botocore built for one bucket's page, less the query string."""
 
-    base: str  # the URL up to the variable query, its separator ('?' or '&') included
-    method: str
+    base: str  # the URL up to the variable query, its separator ('?' or '&') included (a GET, no body)
     headers: tuple[tuple[str, str], ...]
     auth_path: str | None
     context: dict[str, Any]
@@ -139,7 +144,6 @@ def template_from(request_dict: dict[str, Any], context: dict[str, Any]) -> Temp
         return None
     return Template(
         base=url[: -len(encoded)],
-        method="GET",
         headers=tuple((str(k), v) for k, v in request_dict.get("headers", {}).items()),
         auth_path=request_dict.get("auth_path"),
         context={k: v for k, v in context.items() if k not in ("retries", "input_params", "s3_redirect")},
@@ -150,7 +154,7 @@ def direct_request(template: Template, params: dict[str, Any]) -> AWSRequest:
     """The unsigned request for ``params`` (Bucket and ``QUERY_NAMES``), as botocore would build it."""
     query = {QUERY_NAMES[name]: value for name, value in params.items() if name != "Bucket"}
     request = AWSRequest(
-        method=template.method,
+        method="GET",
         url=template.base + percent_encode_sequence(query),
         data=b"",
         headers=dict(template.headers),
@@ -181,7 +185,6 @@ class DirectLister:
     out of a complete body and leaves the rest for botocore's parser."""
 
     def __init__(self, client: Any, parse_body: Any) -> None:
-        self._client = client
         self._parse_body = parse_body
         self._templates: dict[str, Template] = {}
         self._lock = threading.Lock()
@@ -259,8 +262,7 @@ class DirectLister:
         if status != 200:
             slowdown = status == 503 and b"<Code>SlowDown</Code>" in body
             return Answer(None, slowdown=slowdown, transient=status >= 500)
-        stripped = body.rstrip()
-        if b"<ListBucketResult" not in body[:512] or not stripped.endswith(b"</ListBucketResult>"):
+        if not complete_list_result(body):
             return Answer(None, transient=True)  # botocore turns it into a retried 500
         response_dict = {
             "headers": response.headers,

@@ -39,7 +39,7 @@ from botocore.exceptions import (
 
 from .errors import AccessDeniedError, BucketError, ConfigError, EndpointError, HpcstageError, InputError
 from .inventory.page import EMPTY, TS, Page, strip_quotes
-from .s3direct import QUERY_NAMES, DirectLister, enabled_by_environment, retry_wait
+from .s3direct import QUERY_NAMES, DirectLister, complete_list_result, enabled_by_environment, retry_wait
 
 LIST_MAX_KEYS = 1000
 # S3 Standard LIST price: $0.005 per 1,000 requests (billed with PUT/COPY/POST).
@@ -275,7 +275,7 @@ def _fast_list_parse(
     # Only a complete ListBucketResult is touched. A truncated body or an <Error> sent with status
     # 200 is left whole, so botocore's own check (_handle_200_error) turns it into a retried 500.
     # Running before that check also spares it a full ElementTree parse of every page.
-    if b"<ListBucketResult" not in body[:512] or not body.rstrip().endswith(b"</ListBucketResult>"):
+    if not complete_list_result(body):
         return
     if getattr(_WANT_PAGE, "on", False):
         # S3 sends the objects as one run: cut it out in one step and read its columns (keys decoded

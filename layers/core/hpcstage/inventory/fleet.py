@@ -1732,12 +1732,13 @@ class Lister:
             raw = rollup_json(covers, self._rollup.to_dict(), done)
             self.rollups_written += 1
             blob = zlib.compress(raw)
+            shards = rollup_shards(self.cfg)
             if len(blob) <= ROLLUP_INLINE_MAX:
-                self.store.put_rollup(self.owner, len(covers), body=blob, shards=rollup_shards(self.cfg))
+                self.store.put_rollup(self.owner, len(covers), body=blob, shards=shards)
             else:
                 key = f"rollups/{self.owner}-{self.rollups_written:04d}.json"
                 self.out.put_bytes(key, raw)
-                self.store.put_rollup(self.owner, len(covers), key=key, shards=rollup_shards(self.cfg))
+                self.store.put_rollup(self.owner, len(covers), key=key, shards=shards)
             self._rolled = (len(covers), len(done))
         finally:
             self._roll_lock.release()
