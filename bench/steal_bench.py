@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hpcstage.inventory.fleet import COUNTER_SHARDS, MIN_SPLIT_PAGES
+from hpcstage.inventory.fleet import COUNTER_SHARDS, MIN_SPLIT_PAGES, OPEN_SHARDS
 from hpcstage.inventory.steal import DEFAULT_MIN_SPLIT_PAGES
 
 from bench.sim.des import Config, Result, sequential_time, simulate
@@ -48,6 +48,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         publish_ways=args.publish_ways,
         memo=args.memo,
         counter_shards=args.counter_shards,
+        open_shards=args.open_shards,
         split_cpu_s=args.split_cpu,
         reduce_in_lister=args.reduce_in_lister == "on",
     )
@@ -167,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         default=COUNTER_SHARDS,
         help="items the fleet's outstanding-range count is spread over (default: fleet.COUNTER_SHARDS, as "
         "fleet.py; 1: the one meta item of the fleet before issue 9)",
+    )
+    ap.add_argument(
+        "--open-shards",
+        type=int,
+        default=OPEN_SHARDS,
+        help="partition keys the open ranges are spread over (default: fleet.OPEN_SHARDS, as fleet.py)",
     )
     ap.add_argument(
         "--reduce-in-lister",

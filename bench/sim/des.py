@@ -48,8 +48,10 @@ from hpcstage.inventory.fleet import (
     COUNTER_SHARDS,
     ENDGAME_MIN_SPLIT_PAGES,
     ENDGAME_QUIET_S,
+    HUNGER_SHARDS,
     LEASE_READERS,
     LEASE_SHARDS,
+    OPEN_SHARDS,
     REDUCE_MARGIN_S,
     ROLLUP_READS,
     ROLLUP_SHARDS,
@@ -78,7 +80,11 @@ class Config:
     # fleet
     listers: int = 1000
     per_lister: int = 8
-    shards: int = 16
+    # hunger items (fleet.HUNGER_SHARDS) and shards of open ranges (fleet.OPEN_SHARDS), each on a partition
+    # key of its own as in the fleet's table (the model before 2026-11-26 put a shard's hunger item and its
+    # open ranges on one key, so the t503 notes and hunger counts took write units from the claims)
+    shards: int = HUNGER_SHARDS
+    open_shards: int = OPEN_SHARDS
     poll_s: float = 0.5  # busy listers read the hunger shards this often
     idle_poll_s: float = 0.25  # an idle lister re-reads the shards this often
     publish_ways: int = 15  # pieces one stream's split may publish (fleet: SplitPolicy.max_ways - 1)
@@ -330,6 +336,7 @@ class Node:
         "hungry",
         "claiming",
         "home",
+        "scan_home",
         "last_exp",
         "pages",
         "scan_step",
@@ -366,7 +373,8 @@ class Node:
         self.leases: list[Lease] = []
         self.hungry = False
         self.claiming = False
-        self.home = home
+        self.home = home  # its hunger item
+        self.scan_home = home  # the shard of open ranges it scans first (set by the sim)
         self.last_exp = -1e9
         self.pages = 0
         self.last_poll = -1e9
@@ -389,7 +397,8 @@ class Node:
 
 @dataclass
 class Shard:
-    open: list[KeyRange] = field(default_factory=list)
+    """A hunger item (fleet.FleetStore.hunger_key)."""
+
     hunger: int = 0
     # the last 503 SlowDown a lister of this hunger shard wrote (Config.endgame_quiet_s)
     t503: float = -math.inf
@@ -490,7 +499,8 @@ class Sim:
         self.res = Result(ks.name, self.n, cfg.mode, cfg.label(), seed)
         self.res.faults = {v: 0 for v in FAULT_NAMES.values()}
         self.nodes: list[Node] = []
-        self.shards = [Shard() for _ in range(cfg.shards)]
+        self.shards = [Shard() for _ in range(cfg.shards)]  # hunger items
+        self.opens: list[list[KeyRange]] = [[] for _ in range(cfg.open_shards)]  # open ranges by shard
         self.counter = 0
         self.live = 0  # listers started and not exited (a killed one stays counted, as in the store)
         self.done_flag = False
@@ -680,7 +690,7 @@ class Sim:
             # fleet: the 503's time into the lister's hunger item, at most once a window
             node.t503_written = now
             node.fleet_t503 = max(node.fleet_t503, now)
-            t = self.ddb(now, "t503", writes={f"shard:{node.home}": 1})
+            t = self.ddb(now, "t503", writes={f"hunger:{node.home}": 1})
             self.at(t, self.on_t503, node.home, now)
         if slowdown:
             # fleet.Lister._slowdown: any 503 of its own ends a lister's endgame
@@ -808,7 +818,7 @@ class Sim:
 
     def open_shard(self, range_id: str) -> int:
         """The open-range shard a piece is put in (fleet.FleetStore._open_put: by a hash of its id)."""
-        return zlib.crc32(range_id.encode()) % len(self.shards)
+        return zlib.crc32(range_id.encode()) % len(self.opens)
 
     def donate_writes(self, lease: Lease, pieces: Sequence[KeyRange]) -> dict[str, int]:
         """Write units of one donate transaction (fleet.FleetStore.donate): the donor's lease, an open item per
@@ -817,7 +827,7 @@ class Sim:
         for p in pieces:
             counter = self.counter_item(p.id)
             writes[counter] = writes.get(counter, 0) + 2
-            shard = f"shard:{self.open_shard(p.id)}"
+            shard = f"open:{self.open_shard(p.id)}"
             writes[shard] = writes.get(shard, 0) + 2 * open_item_kb(p)
         return writes
 
@@ -851,7 +861,7 @@ class Sim:
     def queue_pieces(self, node: Node, lease: Lease | None, pieces: list[KeyRange]) -> None:
         for p in pieces:
             if p.id in self.local and lease is not None:
-                self.shards[self.open_shard(p.id)].open.append(p)
+                self.opens[self.open_shard(p.id)].append(p)
                 self.local_queued[p.id] = node
         node.queue.extend((p, lease) for p in pieces)
         self.dispatch(node, self.now)
@@ -881,9 +891,9 @@ class Sim:
             if piece.id in self.local and lease is not None:
                 # a local piece is claimed like any open range (fleet.Lister._claim_queued)
                 if self.local_queued.pop(piece.id, None) is not None:
-                    self.shards[self.open_shard(piece.id)].open.remove(piece)
+                    self.opens[self.open_shard(piece.id)].remove(piece)
                 self.res.local_claims += 1
-                shard = f"shard:{self.open_shard(piece.id)}"
+                shard = f"open:{self.open_shard(piece.id)}"
                 t_claim = self.ddb(t, "claim_local", writes={shard: 2 * open_item_kb(piece), lease.part: 2})
                 self.start_piece(st, piece, lease, t_claim)
             else:
@@ -894,7 +904,7 @@ class Sim:
             home = self.shards[node.home]
             if home.hunger > 0:
                 home.hunger -= 1
-            self.ddb(t, "hunger_dec", writes={f"shard:{node.home}": 1})
+            self.ddb(t, "hunger_dec", writes={f"hunger:{node.home}": 1})
 
     def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
         node = st.node
@@ -1072,9 +1082,12 @@ class Sim:
             count = cfg.listers
             ranges = []
             k = cfg.per_lister
-            t = self.ddb(t, "put_root", writes={"shard:0": 2, self.counter_item("r0"): 2})
+            root = KeyRange(id="r0")
+            t = self.ddb(
+                t, "put_root", writes={f"open:{self.open_shard(root.id)}": 2, self.counter_item("r0"): 2}
+            )
             self.count(["r0"])
-            self.shards[0].open.append(KeyRange(id="r0"))
+            self.opens[self.open_shard(root.id)].append(root)
             self.counter = 1
         first = None
         last = 0.0
@@ -1089,7 +1102,11 @@ class Sim:
             node.started = start
             # the rotation's start (random in the fleet; a hash of the index here, so that the seeded draws
             # of the rest of the run stay as they were)
-            node.scan_turn = (i * 2654435761) % (cfg.shards - 1)
+            # fleet.launch: the first listers look first in their seed's shard, the others in their hunger shard's
+            node.scan_home = (
+                self.open_shard("r0") if i == 0 or cfg.mode != "fleet" else node.home % cfg.open_shards
+            )
+            node.scan_turn = (i * 2654435761) % max(1, cfg.open_shards - 1)
             node.lease_turn = (i * 40503) % LEASE_SHARDS
             node.fleet_size = max(1, count)
             self.nodes.append(node)
@@ -1142,17 +1159,17 @@ class Sim:
             return
         node.claiming = True
         if node.scan_step == 0:
-            shard = node.home
-            others = self.cfg.shards - 1
-            k = min(others, max(1, -(-others // node.fleet_size)))
+            shard = node.scan_home
+            others = self.cfg.open_shards - 1
+            k = min(others, max(1, -(-others // node.fleet_size))) if others else 0
             turn = node.scan_turn
-            node.scan_turn = (turn + k) % others
-            node.scan_plan = [o + (o >= node.home) for o in ((turn + j) % others for j in range(k))]
+            node.scan_turn = (turn + k) % others if others else 0
+            node.scan_plan = [o + (o >= shard) for o in ((turn + j) % others for j in range(k))]
         else:
             shard = node.scan_plan[node.scan_step - 1]
         # a Query reads 1 unit per 4 KB of the items it returns (Limit 10)
-        size = sum(open_item_bytes(p) for p in self.shards[shard].open[:10])
-        reads = {f"shard:{shard}": max(1, math.ceil(size / 4096))}
+        size = sum(open_item_bytes(p) for p in self.opens[shard][:10])
+        reads = {f"open:{shard}": max(1, math.ceil(size / 4096))}
         self.at(self.ddb(t, "query_open", reads=reads), self.on_query, node, shard)
 
     def on_query(self, node: Node, shard: int) -> None:
@@ -1167,7 +1184,7 @@ class Sim:
             if not node.listing:
                 self.exit(node, now)
             return
-        found = self.shards[shard].open
+        found = self.opens[shard]
         if cfg.rescan and len(found) > 10:
             # fleet.FleetStore.open_ranges: the Query starts at a random position of the shard (wrapping), so
             # that hungry listers scanning one shard do not all try the same first items
@@ -1185,9 +1202,9 @@ class Sim:
                 lid = len(self.leases) + i
                 part = f"lease:{(lid * 2654435761) % LEASE_SHARDS}"
                 # the transactional delete of the open item costs 2 units per KB of it
-                writes = {f"shard:{shard}": 2 + 2 * open_item_kb(pick), part: 2}
+                writes = {f"open:{shard}": 2 + 2 * open_item_kb(pick), part: 2}
                 if node.hungry and i == len(picks) - 1:
-                    writes[f"shard:{node.home}"] = writes.get(f"shard:{node.home}", 0) + 2
+                    writes[f"hunger:{node.home}"] = 2
                 self.at(self.ddb(now, "claim", writes=writes), self.on_claim, node, shard, pick)
             return
         if node.scan_step < len(node.scan_plan):
@@ -1213,7 +1230,7 @@ class Sim:
         if not node.hungry:
             node.hungry = True
             node.claiming = True
-            self.at(self.ddb(now, "hunger_inc", writes={f"shard:{node.home}": 1}), self.on_hunger_inc, node)
+            self.at(self.ddb(now, "hunger_inc", writes={f"hunger:{node.home}": 1}), self.on_hunger_inc, node)
             return
         # nothing anywhere it looked: back off (up to 8x) until something is found
         wait = node.scan_every
@@ -1234,13 +1251,13 @@ class Sim:
         last = node.pending <= 0
         if last:
             node.claiming = False
-        s = self.shards[shard]
-        if pick not in s.open:
+        s = self.opens[shard]
+        if pick not in s:
             self.res.claim_conflicts += 1
             if last:
                 self.claim_poll(node, self.now)
             return
-        s.open.remove(pick)
+        s.remove(pick)
         if pick.id in self.local_queued:
             self.steal_local(pick)
         self.res.claims += 1
@@ -1325,7 +1342,7 @@ class Sim:
 
     def poll_hunger(self, node: Node) -> None:
         node.last_poll = self.now
-        reads = {f"shard:{i}": 1 for i in range(self.cfg.shards)}
+        reads = {f"hunger:{i}": 1 for i in range(self.cfg.shards)}
         self.at(self.ddb(self.now, "poll_busy", reads=reads), self.on_busy_poll, node)
 
     def on_heartbeat(self, node: Node, lease: Lease) -> None:
@@ -1375,7 +1392,7 @@ class Sim:
             # hunger is the hungry listers' own count (fleet.Lister._set_hungry): donors do not lower it.
             # Each piece goes to the shard its id hashes to (fleet.FleetStore._open_put).
             for p in pieces:
-                self.shards[self.open_shard(p.id)].open.append(p)
+                self.opens[self.open_shard(p.id)].append(p)
             self.count(p.id for p in pieces)
             self.counter += k
             lease.donated.extend(pieces)
@@ -1480,7 +1497,7 @@ class Sim:
             self.end = t + cfg.send_success_s + reduce_s
         self.res.phases["list_end"] = t
         self.res.phases["reduce_s"] = reduce_s
-        writes = {f"shard:{i}": 1 for i in range(cfg.shards)}
+        writes = {f"hunger:{i}": 1 for i in range(cfg.shards)}
         self.at(self.ddb(t, "done_flag", writes=writes), self._set_done)
 
     def _set_done(self) -> None:

@@ -270,3 +270,27 @@ def test_a_local_piece_queued_at_a_busy_donor_may_be_claimed_by_another_lister_a
     assert res.local_stolen > 0 and res.adoptions > 0
     assert res.exact, res.exact_detail
     assert not sim.local_queued and sim.counter == 0
+
+
+def test_hunger_items_and_open_ranges_are_partition_keys_of_their_own_and_one_lister_starts_at_the_seed() -> (
+    None
+):
+    """As fleet.FleetStore keys them: the hunger items (fleet.HUNGER_SHARDS) and the shards of open ranges
+    (fleet.OPEN_SHARDS) are separate partition keys, each with its own write and read units; the first lister
+    scans the seed's shard first and the others their own (fleet.launch names a home to one lister a seed)."""
+    ks = make_any("uniform", 400_000)
+    cfg = Config(mode="fleet", listers=32, per_lister=4, pace=True)
+    assert (cfg.shards, cfg.open_shards) == (fleet.HUNGER_SHARDS, fleet.OPEN_SHARDS)
+    sim = Sim(ks, cfg, seed=2)
+    sim.s3_limit = 100  # 503s: the t503 notes go to the hunger items
+    res = sim.run()
+    assert res.exact, res.exact_detail
+    assert res.ddb_calls["t503"] > 0 and res.ddb_calls["hunger_inc"] > 0
+    keys = {k for k, _ in sim.ddb_w} | {k for k, _ in sim.ddb_r}
+    kinds = {k.split(":")[0] for k in keys}
+    assert {"open", "hunger"} <= kinds <= {"open", "hunger", "lease", "counter", "rollup"}
+    assert {k for k in keys if k.startswith("hunger:")} == {f"hunger:{i}" for i in range(fleet.HUNGER_SHARDS)}
+    assert {int(k.split(":")[1]) for k in keys if k.startswith("open:")} <= set(range(fleet.OPEN_SHARDS))
+    assert sim.nodes[0].scan_home == sim.open_shard("r0")
+    assert [n.scan_home for n in sim.nodes[1:]] == [n.home % fleet.OPEN_SHARDS for n in sim.nodes[1:]]
+    assert len({n.scan_home for n in sim.nodes}) > 1

@@ -436,18 +436,20 @@ def test_a_run_without_takeovers_lists_no_data_prefix_in_its_reduce(aws: tuple[A
     assert full["orphan_parts_removed"] == 0
 
 
-def test_listers_look_for_the_seed_range_in_its_shard_first(
+def test_the_first_lister_looks_for_the_seed_range_in_its_shard_first(
     aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Given a run with one seed range, each launched lister claims it with its first scan: the launcher names
-    the seed's shard. (A lister that looked in two random shards of 16 scanned for seconds before finding it.)"""
+    """Given a run with one seed range, the first launched lister claims it with its first scan: the launcher
+    names the seed's shard to it. (A lister that looked in two random shards of 16 scanned for seconds before
+    finding it.) The other listers scan from their own shards: a fleet that all started at the seed's shard
+    would read that one partition key at every scan all run long."""
     s3, ddb = aws
     cfg = config()
     cfg.max_listers = 3
     sfn, lam = FakeSfn(), FakeLambda()
     fleet.launch(s3=s3, ddb=ddb, sfn=sfn, lam=lam, cfg=cfg, token="tok-1", lister_function="lister")
     seed_shard = fleet._shard("r0", fleet.OPEN_SHARDS)
-    assert [e["home"] for e in lam.events] == [seed_shard] * 3
+    assert [e.get("home") for e in lam.events] == [seed_shard, None, None]
     # "random" shards that are never the seed's: only the launcher's hint can lead the lister there
     avoid = (seed_shard + 2) % fleet.OPEN_SHARDS
     monkeypatch.setattr(fleet.random, "randrange", lambda n: avoid % n)
@@ -459,9 +461,10 @@ def test_listers_look_for_the_seed_range_in_its_shard_first(
         )
         for e in lam.events
     ]
+    assert [lister.scan_home for lister in listers] == [seed_shard, avoid, avoid]
     first = listers[0].acquire()
     assert first is not None and first.id == "r0"
-    # the others find the shard empty (the seed is leased), and no lease is expired yet
+    # the others find nothing (the seed is leased), and no lease is expired yet
     assert [lister.acquire() for lister in listers[1:]] == [None, None]
 
 
