@@ -155,7 +155,11 @@ class Config:
     # bench.reduce_cost's builds of 200 and 800 leases (100 roll-ups) differ by less than its noise (0.07-0.08
     # CPU-s each). A roll-up's compressed bytes without records (~50 prefixes), and a record's (35 records of
     # dated keys with one or two segments, zlib: 112 bytes each)
-    reduce_record_cpu_s: tuple[float, float] = (0.000012, 0.00001)
+    # With the collector paused during the reduce (fleet.gc_paused, 2026-11-26): `python -m bench.reduce_records
+    # --records 50000` (the whole records path: decompression, JSON, records, statistics merged, results,
+    # tiling) 17.0 us a record of one segment and 20.0 of two, against 30.1 and 39.1 with it running; so
+    # 14 us + 3 us a segment (before: 12 + 10, timed without the merge and the tiling, collector running)
+    reduce_record_cpu_s: tuple[float, float] = (0.000014, 0.000003)
     # the records path's fixed CPU: `python -m bench.reduce_cost` with records, 200-400 leases, 100-1,000
     # roll-ups, four rounds each (2026-11-25, load ~2): 0.063-0.068 CPU-s with 100 roll-ups, 0.21 with 1,000,
     # i.e. 0.17 ms a roll-up (reduce_cpu_s's figure) and ~0.04 s besides. reduce_cpu_s's 0.19 s base came
