@@ -81,7 +81,7 @@ class Config:
     listers: int = 1000
     per_lister: int = 8
     # hunger items (fleet.HUNGER_SHARDS) and shards of open ranges (fleet.OPEN_SHARDS), each on a partition
-    # key of its own as in the fleet's table (the model before 2026-11-26 put a shard's hunger item and its
+    # key of its own as in the fleet's table (the model before 2026-11-25's third session put a shard's hunger item and its
     # open ranges on one key, so the t503 notes and hunger counts took write units from the claims)
     shards: int = HUNGER_SHARDS
     open_shards: int = OPEN_SHARDS
@@ -155,7 +155,7 @@ class Config:
     # bench.reduce_cost's builds of 200 and 800 leases (100 roll-ups) differ by less than its noise (0.07-0.08
     # CPU-s each). A roll-up's compressed bytes without records (~50 prefixes), and a record's (35 records of
     # dated keys with one or two segments, zlib: 112 bytes each)
-    # With the collector paused during the reduce (fleet.gc_paused, 2026-11-26): `python -m bench.reduce_records
+    # With the collector paused during the reduce (fleet.gc_paused, 2026-11-25): `python -m bench.reduce_records
     # --records 50000` (the whole records path: decompression, JSON, records, statistics merged, results,
     # tiling) 17.0 us a record of one segment and 20.0 of two, against 30.1 and 39.1 with it running; so
     # 14 us + 3 us a segment (before: 12 + 10, timed without the merge and the tiling, collector running)

@@ -2186,8 +2186,8 @@ def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector, and restore it as it was. The reduce builds a few objects per
     lease (its record, ``Lease``, ``ShardResult``, ``PartFile``): ~300,000 at 1B objects, none of them in a
     reference cycle, so reference counting frees them all, and the collector's passes over the growing heap
-    only cost time: half the CPU of 50,000 records (1.15-1.35 s against 0.59-0.63 s on this machine;
-    bench/RESULTS.md)."""
+    only cost time: `python -m bench.reduce_records` on this machine, 50,000 records of one segment,
+    1.46-1.54 CPU-s with it running and 0.84-0.85 paused (bench/RESULTS.md)."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -2198,7 +2198,7 @@ def gc_paused() -> Iterator[None]:
 
 
 def _reduce_run(*, s3: Any, ddb: Any, cfg: FleetConfig, clock: Clock) -> dict[str, Any]:
-
+    """``reduce_run``'s work (see there)."""
     store = FleetStore(ddb, cfg.table, cfg.run_id, clock)
     meta = store.meta()
     if meta is None:
