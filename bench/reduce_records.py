@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import gc
 import random
-import resource
 import statistics
 import zlib
 from typing import Any
@@ -26,14 +25,9 @@ from hpcstage.inventory import fleet
 from hpcstage.inventory.runner import check_tiling
 from hpcstage.inventory.stats import InventoryStats
 
-from bench.reduce_cost import _rollup_stats
+from bench.reduce_cost import _cpu, _rollup_stats
 
 ROWS = 20_000
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 class _Store:
