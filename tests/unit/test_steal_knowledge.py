@@ -12,7 +12,7 @@ from typing import Any
 
 from fakes import FakeS3
 from hpcstage.inventory.model import DirKnowledge, KeyRange
-from hpcstage.inventory.steal import MAX_KNOWN_DIRS, Cursor, SplitPolicy
+from hpcstage.inventory.steal import MAX_KNOWN_DIRS, SINGLE_CHILD_PROOF, Cursor, SplitPolicy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -94,15 +94,21 @@ def test_a_piece_knows_the_levels_its_donor_asked_about_that_hold_it() -> None:
         "events/year=2023/",
     ]
     # the levels that hold each piece's start; their fan-outs; the directories strictly inside it
+    # and, for each parent of a level asked from its start, that its subdirectories do not all hold one
+    # directory each (events/ holds 3 years, a year 12 months)
     year = DirKnowledge(
         levels=("", "events/", "events/year=2022/"),
         fanout=(("events/", 3), ("events/year=2022/", 12)),
         dirs=(),
+        single=(("", -1), ("events/", -1)),
     )
     assert given_[0].known == year
     assert given_[1].known == dataclasses.replace(year, dirs=("events/year=2022/month=04/",))
     assert given_[-1].known == DirKnowledge(
-        levels=("", "events/"), fanout=(("events/", 3),), dirs=("events/year=2024/",)
+        levels=("", "events/"),
+        fanout=(("events/", 3),),
+        dirs=("events/year=2024/",),
+        single=(("", -1), ("events/", -1)),
     )
     # the thief of (month=02/, month=03/] starts as if it had asked those levels: after its first page only
     # the month it is in is new to it (asked from its start, for its fan-out); without them it would first
@@ -232,6 +238,7 @@ def test_knowledge_round_trips_through_its_encoding_and_pickling(
         levels=("", *levels),
         fanout=tuple(zip(levels, counts, strict=False)),
         dirs=tuple(sorted({start_after + d + "/" for d in dirs})),
+        single=tuple(zip(("", *levels), (-1, *counts), strict=False)),
     )
     text = known.encode(start_after)
     assert DirKnowledge.decode(text, start_after) == known
@@ -245,3 +252,91 @@ def test_a_level_that_is_not_a_prefix_of_the_start_is_refused() -> None:
 
     with pytest.raises(ValueError, match="not a prefix"):
         DirKnowledge(levels=("b/",)).encode("a/x")
+    with pytest.raises(ValueError, match="not a prefix"):
+        DirKnowledge(single=(("b/", 2),)).encode("a/x")
+
+
+def tenant_keys(odd: bool = False) -> list[str]:
+    """<tenant 8 hex>/files/<hex>: 300 tenants of 1-60 keys; ``odd``: the tenant of the 100th key (where a
+    cursor is after its first page) holds a second subdirectory, logs/, after its files."""
+    rng = random.Random(11)
+    tenants = sorted({f"{rng.getrandbits(32):08x}" for _ in range(300)})
+    keys = [f"{t}/files/{rng.getrandbits(24):06x}" for t in tenants for _ in range(rng.randint(1, 60))]
+    keys = sorted(set(keys))
+    if odd:
+        keys = sorted([*keys, *(f"{keys[99][:9]}logs/{i:03d}" for i in range(5))])
+    return keys
+
+
+def walk_asking(keys: list[str]) -> tuple[Cursor, list[str]]:
+    """One cursor over the whole key space, a page of 100 at a time, sending its directory requests after
+    every page (as a donor asked to split would); returns it and the levels it asked about."""
+    s3 = FakeS3(keys)
+    cur = Cursor(KeyRange(id="r"))
+    asked: list[str] = []
+    policy = SplitPolicy(min_split_pages=1, page_keys=100)
+    while not cur.done:
+        resp = s3.list_objects_v2(Bucket="bkt", **cur.request(100))
+        cur.take([o["Key"] for o in resp["Contents"]], resp["IsTruncated"], resp.get("NextContinuationToken"))
+        while not cur.done and (q := cur.explore(4, policy)) is not None:
+            asked.append(q.get("Prefix", ""))
+            answer = s3.list_objects_v2(Bucket="bkt", **q)
+            cur.take_dirs(q, [p["Prefix"] for p in answer.get("CommonPrefixes", [])], answer["IsTruncated"])
+    return cur, asked
+
+
+def test_subdirectories_that_hold_one_directory_each_are_asked_twice_then_taken_as_the_pattern() -> None:
+    """<tenant>/files/: the top level is asked once (from pos); a tenant's own level from its start only for
+    the first SINGLE_CHILD_PROOF tenants a remainder crossed from, each naming files/ alone. After that no
+    tenant is asked about, and the remainder is still estimated from the tree (fan-out 1)."""
+    keys = tenant_keys()
+    cur, asked = walk_asking(keys)
+    tenants = sorted({k[:9] for k in keys})
+    assert asked[0] == "" and asked.count("") == 1
+    assert asked[1:] == [k[:9] for k in (keys[99], keys[199])]  # the tenants of pos after pages 1 and 2
+    assert SINGLE_CHILD_PROOF == 2 and cur.single == {"": 2}
+    assert len(tenants) == 300 and asked[1] != asked[2]
+    # pos's tenant is taken to hold files/ only: the tree estimate exists and sizes each tenant as one leaf
+    mid = Cursor(KeyRange(id="m"))
+    mid.single = {"": 2}
+    mid.explored = {""}
+    mid.take(keys[:100], True, "t")
+    assert mid.explore(4, SplitPolicy(min_split_pages=1, page_keys=100)) is None
+    mid.dir_cuts = [t for t in tenants if t > keys[99]]
+    assert mid.remaining_pages(100) is not None
+
+
+def test_a_parent_with_one_subdirectory_of_another_fan_out_is_asked_about_everywhere() -> None:
+    """One tenant among the first with files/ and logs/: the pattern is refused (-1) and every tenant a
+    remainder crosses from is asked about from its start, as before the pattern existed."""
+    keys = tenant_keys(odd=True)
+    cur, asked = walk_asking(keys)
+    assert cur.single == {"": -1}
+    # after a page, the tenant pos is in, each once, in order (none where the remainder is too small to ask)
+    tenants_of_pos = list(dict.fromkeys(keys[i][:9] for i in range(99, len(keys) - 1, 100)))
+    in_order = iter(tenants_of_pos)
+    assert asked[0] == "" and all(t in in_order for t in asked[1:])
+    assert len(asked) == 86 and len(tenants_of_pos) == 90
+
+
+def test_the_pattern_travels_with_a_piece_and_the_listing_is_the_same() -> None:
+    """Pieces carry the parent's count (``DirKnowledge.single``), so their thieves ask about no tenant
+    either; every key is listed once both ways."""
+    import hpcstage.inventory.steal as steal
+
+    keys = tenant_keys()
+    s3 = FakeS3(keys)
+    listed, dirs, pieces = list_all(s3, [KeyRange(id="r0")], carry=True)
+    assert sorted(listed) == keys and len(listed) == len(keys)
+    saved = steal.SINGLE_CHILD_PROOF
+    steal.SINGLE_CHILD_PROOF = 10**9  # never taken as a pattern: every tenant crossed from is asked
+    try:
+        asked_listed, asked_dirs, asked_pieces = list_all(s3, [KeyRange(id="r0")], carry=True)
+    finally:
+        steal.SINGLE_CHILD_PROOF = saved
+    assert sorted(asked_listed) == keys and len(asked_listed) == len(keys)
+    # the seed and its first three pieces ask the top level and their own tenant (r0 learns one tenant, each
+    # piece inherits that count and learns a second); their pieces inherit the pattern and ask nothing; the
+    # five further tenant requests of the listing without the pattern are the difference
+    assert (dirs, asked_dirs) == (8, 13)
+    assert pieces == asked_pieces

@@ -505,3 +505,43 @@ def test_a_cursor_with_no_key_taken_yet_splits_by_the_estimate_it_came_with() ->
     given_ = cur.split(4, SplitPolicy(), iter(f"p{i}" for i in range(4)).__next__)
     assert cur.range == KeyRange(id="r", start_after="a/x", end="b", estimate=25_000)
     assert given_ == [KeyRange(id="p0", start_after="b", end="c", estimate=25_000)]
+
+
+def test_the_empty_space_past_the_last_directory_goes_with_the_last_piece() -> None:
+    """A remainder (pos, "d/y/"] whose only directory is pos's own (d/x/): every level asked named nothing
+    past pos, so past d/x/ lie at most the files those answers named (none). The last piece reaches to the
+    end instead of a piece (d/x0, d/y/] that would cost a request to find empty: no page comes back empty."""
+    keys = [f"d/x/{i:03d}" for i in range(1000)]
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=1, page_keys=100)
+    cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))
+    cur.take(keys[:100], True, keys[99])
+    assert answer_explores(cur, s3, 4, policy) == [
+        {"Delimiter": "/", "MaxKeys": 1000, "StartAfter": "d/x/099", "Prefix": "d/"}
+    ]
+    given_ = cur.split(4, policy, iter(f"p{i}" for i in range(4)).__next__)
+    assert len(given_) == 3
+    assert given_[-1].end == "d/y/" and all(g.start_after < "d/x0" for g in given_)  # type: ignore[operator]
+    listed = keys[:100]
+    for rng in [cur.range, *given_]:
+        piece = cur if rng is cur.range else Cursor(rng)
+        while not piece.done:
+            resp = s3.list_objects_v2(Bucket="bkt", **piece.request(100))
+            got = [o["Key"] for o in resp.get("Contents", [])]
+            assert got  # no page came back empty
+            listed += got[: piece.take(got, resp["IsTruncated"], resp.get("NextContinuationToken"))]
+    assert listed == keys
+
+
+def test_a_level_answered_in_part_keeps_the_space_past_the_directory_apart() -> None:
+    """When S3 cut a level's answer short (a thousand names, none a directory past pos), files may fill the
+    space past pos's directory: it stays a piece of its own, as far as the remainder reaches."""
+    keys = [f"d/x/{i:04d}" for i in range(400)] + [f"d/x{i:05d}" for i in range(1500)]
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=1, page_keys=100)
+    cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))
+    cur.take(keys[:100], True, keys[99])
+    answer_explores(cur, s3, 4, policy)
+    assert cur.level_upto == {"d/": "d/x/"}
+    given_ = cur.split(4, policy, iter(f"p{i}" for i in range(4)).__next__)
+    assert [g.start_after for g in given_][-1] == "d/x0" and given_[-1].end == "d/y/"

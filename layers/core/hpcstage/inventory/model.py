@@ -17,12 +17,16 @@ class DirKnowledge:
     - ``levels``: directories (each a prefix of ``start_after``) whose subdirectories inside the range are
       all in ``dirs`` (a Delimiter request answered for them, not truncated inside the range);
     - ``fanout``: (level, how many subdirectories it holds in all), for levels asked from their start;
-    - ``dirs``: directories (common prefixes S3 named) strictly inside the range, sorted.
+    - ``dirs``: directories (common prefixes S3 named) strictly inside the range, sorted;
+    - ``single``: (parent, n) for parents (prefixes of ``start_after``) n of whose subdirectories asked from
+      their start held exactly one directory each, or -1 when one held another number
+      (``steal.SINGLE_CHILD_PROOF``).
     """
 
     levels: tuple[str, ...] = ()
     fanout: tuple[tuple[str, int], ...] = ()
     dirs: tuple[str, ...] = ()
+    single: tuple[tuple[str, int], ...] = ()
 
     def encode(self, start_after: str) -> str:
         """A compact JSON string: levels and fan-outs as lengths of prefixes of ``start_after`` (they are
@@ -39,7 +43,9 @@ class DirKnowledge:
             "f": [[len(level), n] for level, n in self.fanout],
             "d": dirs,
         }
-        for level in (*self.levels, *(level for level, _ in self.fanout)):
+        if self.single:
+            out["s"] = [[len(parent), n] for parent, n in self.single]
+        for level in (*self.levels, *(level for level, _ in self.fanout), *(p for p, _ in self.single)):
             if not start_after.startswith(level):
                 raise ValueError(
                     f"directory level {level!r} is not a prefix of the range start {start_after!r}"
@@ -58,6 +64,7 @@ class DirKnowledge:
             levels=tuple(start_after[: int(n)] for n in d.get("l", [])),
             fanout=tuple((start_after[: int(n)], int(c)) for n, c in d.get("f", [])),
             dirs=tuple(dirs),
+            single=tuple((start_after[: int(n)], int(c)) for n, c in d.get("s", [])),
         )
 
 

@@ -104,6 +104,15 @@ DIR_DELIMITER = "/"
 # not all known must not be taken as asked).
 MAX_KNOWN_DIRS = 64
 
+# A directory level asked from its start tells its fan-out, and where it holds exactly one subdirectory
+# ("<tenant>/files/", "<user>/data/") its answer names nothing past pos: the request only confirms the
+# pattern. Once this many subdirectories of one parent were asked and each held exactly one, the others of
+# that parent are taken to hold one too and are not asked (``Cursor.single``). A guess that is wrong for some
+# directory misplaces cut points inside it (balance), never coverage: cuts are still real keys' bounds.
+# Simulator, 25M multi-tenant (5,000 tenants, "<id>/files/<hex>"): 1,535 of its 1,576 directory requests
+# were such confirmations, one per tenant a remainder crossed.
+SINGLE_CHILD_PROOF = 2
+
 # A remainder that holds at least this many directories S3 named is cut in two at the middle one even when
 # its estimate is below the split threshold. The estimate sizes a directory nobody listed like the one being
 # listed; where directory sizes are skewed (tenants, projects: a few hold most keys) most are small, the
@@ -311,6 +320,9 @@ class Cursor:
     dir_cuts: list[str] = field(default_factory=list)
     explored: set[str] = field(default_factory=set)
     fanout: dict[str, int] = field(default_factory=dict)
+    # parent -> how many of its subdirectories asked from their start held exactly one directory, or -1 once
+    # one held another number (see SINGLE_CHILD_PROOF)
+    single: dict[str, int] = field(default_factory=dict)
     # The last directory of an answer S3 truncated: above it, directories are not known.
     dirs_known_upto: str | None = None
     # The same, level by level (level -> the last directory S3 named of it), for ``knowledge``.
@@ -329,6 +341,7 @@ class Cursor:
             # the donor's answers, true inside this range: as if this cursor had asked them itself
             self.explored.update(known.levels)
             self.fanout.update(known.fanout)
+            self.single.update(known.single)
             self.dir_cuts = sorted({*self.dir_cuts, *known.dirs})
 
     @property
@@ -490,6 +503,17 @@ class Cursor:
                 out.append(level)
         return out
 
+    def _single_child(self, level: str) -> bool:
+        """Whether ``level``'s siblings asked showed a parent whose subdirectories hold one directory each
+        (SINGLE_CHILD_PROOF): ``level`` is then taken to hold only the one ``pos`` is in."""
+        return level != self.prefix and self.single.get(_parent(level), 0) >= SINGLE_CHILD_PROOF
+
+    def _level_known(self, level: str, i: int) -> bool:
+        """Whether the ``i``-th level a remainder spans (``_needed_levels``) needs no Delimiter request: it
+        was asked, or, below the shallowest (which alone names the cut points past pos's path), it is taken
+        to hold one subdirectory (``_single_child``)."""
+        return level in self.explored or (i > 0 and self._single_child(level))
+
     def _known_dirs(self) -> list[str]:
         """Discovered directories strictly inside the remainder (pos, end)."""
         pos, end = self.pos, self.range.end
@@ -527,7 +551,7 @@ class Cursor:
                 return []  # split would refuse it anyway
         out: list[dict[str, Any]] = []
         for i, level in enumerate(self._needed_levels(levels)):
-            if level in self.explored:
+            if self._level_known(level, i):
                 continue
             if len(out) >= limit:
                 break
@@ -548,6 +572,11 @@ class Cursor:
         self.explored.add(level)
         if request.get("StartAfter") == level and not truncated:
             self.fanout[level] = len(common_prefixes)
+            if level != self.prefix:
+                parent = _parent(level)
+                seen = self.single.get(parent, 0)
+                if seen >= 0:
+                    self.single[parent] = seen + 1 if len(common_prefixes) == 1 else -1
         found = [p for p in common_prefixes if p.startswith(self.prefix) and p > (self.pos or "")]
         if truncated:
             # nothing of this level past the last name is known (if it named none after pos: nothing after pos)
@@ -576,16 +605,20 @@ class Cursor:
             if upto is not None and (end is None or upto < end):
                 continue
             levels.append(level)
-        if not levels:
-            return None
+        single = tuple(
+            (parent, n) for parent, n in sorted(self.single.items()) if start_after.startswith(parent)
+        )
         i = bisect.bisect_right(self.dir_cuts, start_after)
         j = len(self.dir_cuts) if end is None else bisect.bisect_left(self.dir_cuts, end)
-        if j - i > MAX_KNOWN_DIRS:
-            return None
+        if not levels or j - i > MAX_KNOWN_DIRS:
+            # no level whose directories inside the piece are all known: only the one-child pattern travels
+            return DirKnowledge(single=single) if single else None
         fanout = tuple(
             (level, n) for level, n in sorted(self.fanout.items()) if start_after.startswith(level)
         )
-        return DirKnowledge(levels=tuple(levels), fanout=fanout, dirs=tuple(self.dir_cuts[i:j]))
+        return DirKnowledge(
+            levels=tuple(levels), fanout=fanout, dirs=tuple(self.dir_cuts[i:j]), single=single
+        )
 
     def _leaf_size(self, leaf: str) -> tuple[float, float] | None:
         """(keys left in ``pos``'s directory ``leaf`` after pos, keys it holds), from the keys listed there;
@@ -632,7 +665,7 @@ class Cursor:
         if levels is None:
             return None
         needed = self._needed_levels(levels)
-        if any(level not in self.explored for level in needed):
+        if not all(self._level_known(level, i) for i, level in enumerate(needed)):
             return None
         end = self.range.end
         if self.dirs_known_upto is not None and (end is None or self.dirs_known_upto < end):
@@ -647,6 +680,8 @@ class Cursor:
         for i in range(len(levels) - 2, -1, -1):
             unit[levels[i]] = w
             fan = self.fanout.get(levels[i])
+            if fan is None and self._single_child(levels[i]):
+                fan = 1
             w *= max(1, fan) if fan is not None else 1
         dirs = []
         total = rest
@@ -698,13 +733,25 @@ class Cursor:
             k = min(ways - 1, len(known))
             cuts = sorted({known[(i * len(known)) // k] for i in range(k)})
         elif (levels := self._leaf_crossed()) is not None and all(
-            level in self.explored for level in self._needed_levels(levels)
+            self._level_known(level, i) for i, level in enumerate(self._needed_levels(levels))
         ):
             # S3 named no directory between pos and the end: what lies past pos's own directory holds no
-            # directory at any level, so cut that directory and leave the space past it as one piece
+            # directory at any level, so cut that directory. The space past it holds only the files of the
+            # levels asked; when every level was asked and answered in full (each answer then named fewer
+            # than a page of them), it goes with the last piece, whose last page reaches past it anyway, so
+            # that no piece costs a request to find it empty (simulator, 25M dated: 517 of 524 empty pages
+            # were such pieces). A level taken to hold one directory and not asked, or an answer cut short,
+            # may hide more: that space is a piece of its own.
             leaf_end = levels[-1][:-1] + "0"  # past every key under it ("0" is the byte after "/")
+            small_past = all(
+                level in self.explored and level not in self.level_upto
+                for level in self._needed_levels(levels)
+            )
             if self.end is None or leaf_end < self.end:
-                cuts = [*cut_points(self.pos, leaf_end, self.prefix, self.sample, ways - 1), leaf_end]
+                if small_past:
+                    cuts = cut_points(self.pos, leaf_end, self.prefix, self.sample, ways)
+                else:
+                    cuts = [*cut_points(self.pos, leaf_end, self.prefix, self.sample, ways - 1), leaf_end]
             else:
                 cuts = cut_points(self.pos, self.end, self.prefix, self.sample, ways)
         else:
@@ -730,6 +777,11 @@ class Cursor:
         if self.pos is not None and self.pos >= cuts[0]:
             self.done = True
         return given
+
+
+def _parent(level: str) -> str:
+    """The directory holding directory ``level`` ("a/b/" -> "a/", "a/" -> "")."""
+    return level[: level.rfind(DIR_DELIMITER, 0, len(level) - 1) + 1]
 
 
 def _weighted_cuts(
