@@ -3,6 +3,11 @@
 - ``deep-tree``: a directory tree four levels deep with Zipf fan-out at every level (a few projects hold
   most runs, a few runs most shards), mixed-case names with '-', '_' and '=' separators, and files named
   ``<base36>.tif`` -- a lab's instrument output.
+- ``uuid-projects``: 2,000 projects named by UUID4 (36 characters, dashes at fixed positions), Zipf sizes,
+  each with two subdirectories (``processed/`` 30 %, ``raw/`` 70 %) of daily folders ``YYYY-MM-DD/`` (1-30,
+  by the project's size) holding ``<base36 counter>.h5``: hash-named tenants whose subdirectories are not
+  one each (2026-11-26, added after the engine's cuts between hash-named directories changed: a shape it was
+  not tuned on).
 - ``nonascii``: 40 top-level folders with non-ASCII names, each file name a long (16-24 character)
   random segment drawn from CJK, Hangul, Cyrillic, Greek, accented Latin and emoji (UTF-8 of 2, 3 and 4
   bytes), then ``.bin``: the byte-value alphabet at every position is wide and sparse.
@@ -108,7 +113,47 @@ def nonascii(n: int, seed: int = 12) -> Keyspace:
     return Keyspace("nonascii", Blocks([folders[i] for i in keep], inners), seed=seed, size_median=500_000)
 
 
-EXTRA_SHAPES = {"deep-tree": deep_tree, "nonascii": nonascii}
+def uuid_projects(n: int, seed: int = 13) -> Keyspace:
+    """<uuid4>/{processed,raw}/<YYYY-MM-DD>/<base36>.h5 with Zipf(1.2) project sizes."""
+    rnd = random.Random(seed)
+    names: set[str] = set()
+    while len(names) < 2000:
+        h = f"{rnd.getrandbits(128):032x}"
+        names.add(f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[rnd.randrange(4)]}{h[17:20]}-{h[20:32]}/")
+    projects = sorted(names)
+    counts = _apportion(n, _zipf(len(projects), 1.2, rnd))
+    biggest = max(counts)
+    p_pref, p_inner = [], []
+    for pi, (name, pc) in enumerate(zip(projects, counts, strict=True)):
+        if pc == 0:
+            continue
+        days = 1 + int(29 * pc / biggest)
+        first = rnd.randrange(300)
+        sub_pref, sub_inner = [], []
+        for si, (sub, share) in enumerate((("processed/", 0.3), ("raw/", 0.7))):
+            sc = round(pc * share) if si == 0 else pc - round(pc * 0.3)
+            if sc == 0:
+                continue
+            d_counts = _apportion(sc, [rnd.uniform(0.5, 1.5) for _ in range(days)])
+            d_pref, d_inner = [], []
+            for di, dc in enumerate(d_counts):
+                if dc == 0:
+                    continue
+                day = first + di
+                d_pref.append(f"2025-{1 + day // 28 % 12:02d}-{1 + day % 28:02d}/")
+                d_inner.append(
+                    Codes(dc, BASE36, _width_for(dc, 36, 6), ".h5", salt=seed * 7919 + pi * 31 + si * 7 + di)
+                )
+            sub_pref.append(sub)
+            sub_inner.append(Blocks(d_pref, d_inner))
+        p_pref.append(name)
+        p_inner.append(Blocks(sub_pref, sub_inner))
+    return Keyspace(
+        "uuid-projects", Blocks(p_pref, p_inner), seed=seed, size_median=8_000_000, size_sigma=1.2
+    )
+
+
+EXTRA_SHAPES = {"deep-tree": deep_tree, "nonascii": nonascii, "uuid-projects": uuid_projects}
 ALL_SHAPES = {**SHAPES, **EXTRA_SHAPES}
 
 

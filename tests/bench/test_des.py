@@ -22,7 +22,7 @@ def _explicit(shape: str, n: int) -> K.Keyspace:
     return K.explicit([model.key(r) for r in range(n)], name=shape)
 
 
-@pytest.mark.parametrize("shape", ["unicode", "nonascii", "deep-tree", "dated"])
+@pytest.mark.parametrize("shape", ["unicode", "nonascii", "deep-tree", "dated", "uuid-projects"])
 def test_host_run_lists_every_key_once_brute_force(shape: str) -> None:
     ks = _explicit(shape, 20_000)
     sim = Sim(ks, Config(mode="host", streams=16, min_split_pages=1), seed=3)

@@ -7,6 +7,8 @@ brute-force listing.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import random
 import threading
 import time
@@ -189,11 +191,27 @@ def test_open_split_spreads_over_the_space_above() -> None:
 
 
 def test_open_split_of_hex_directories_covers_the_hex_space() -> None:
-    """Directories named by hex digits: the first level is hex too, so cuts cover "1".."f" up to "g"."""
+    """Directories named by hex digits: the names are the code, so the space up to "g" is cut evenly by
+    interpolation, each cut a directory name (never inside the constant "/part-00000.gz")."""
     page = [f"00{i:02x}/part-{'0' * 5}.gz" for i in range(256)]
     cuts = cut_points(page[-1], None, "", page, 16)
-    assert {"01", "1", "d"} <= set(cuts) and cuts[-1] == "g"
-    assert all(len(c) <= 2 for c in cuts)  # never inside the constant "/part-00000.gz"
+    assert cuts == [f"{d}{d}ff" for d in "123456789abcde"] + ["g"]
+
+
+def test_a_remainder_past_hex_named_directories_s3_named_in_part_is_cut_evenly() -> None:
+    """5,000 tenants named by 8 hex digits; S3 named the first 1,000 after pos (a Delimiter answer cut
+    short), all of them starting 0-3. The names are the code: the cuts spread over the whole hex space, so
+    every piece holds a similar share of the tenants (as an open remainder, the last three pieces held 93 %)."""
+    rnd = random.Random(5)
+    tenants = sorted(f"{t}/" for t in {f"{rnd.getrandbits(32):08x}" for _ in range(5000)})
+    page = sorted(f"{tenants[0]}files/{rnd.getrandbits(40):010x}" for _ in range(1000))
+    sample = sorted({*page[::16], *tenants[1:1001:15], tenants[1000]})
+    assert tenants[1000] < "4"
+    cuts = cut_points(page[-1], None, "", sample, 16)
+    assert cuts[-1] == "g" and all(len(c) == 8 for c in cuts[:-1])
+    bounds = [bisect.bisect_left(tenants, c) for c in cuts]
+    shares = [b - a for a, b in itertools.pairwise([1, *bounds])]
+    assert len(shares) == 15 and max(shares) < 2 * len(tenants) / 15
 
 
 def test_open_split_of_hex_names_interpolates_up_to_the_last_hex_digit() -> None:

@@ -187,11 +187,17 @@ def cut_points(
             return []
         split_at = len(common_prefix(lo_k, hi))
         leaf = lo_k.rfind("/")
-        if leaf >= split_at and hi > lo_k[:leaf] + "0":
+        named_by_code = code is not None and code.start <= split_at and lo_k.find("/", split_at) == code.end
+        if leaf >= split_at and hi > lo_k[:leaf] + "0" and not named_by_code:
             # lo sits inside a directory that end is not in (and end is not just past it: "0" is the
             # character after "/"): between them lie sibling directories, which interpolation would treat
             # as a filled space ("month=15"). Cut at the siblings lo's own path suggests, below end, as for
-            # an open remainder.
+            # an open remainder. Unless the siblings' names are the code (tenant ids, hashes: the positions
+            # from where lo and end part to the end of that name are the code's): its alphabet fills the
+            # space between them, and interpolation spreads the cuts over it. (Cut as an open remainder,
+            # 5,000 hex-named tenants of which S3 had named the first 1,000: eleven of fifteen cuts fell
+            # next to lo, the last three pieces held 93 % of the tenants, and in the simulator the listing
+            # of 1B such keys swept the ten S3 partitions one after the other.)
             points = [c for c in _open_points(lo_k, prefix, ordered, ways, code) if c < hi]
             if points:
                 return points
@@ -201,7 +207,8 @@ def cut_points(
         for i in range(1, ways):
             p = frame.at(i / ways)
             if p is not None:
-                points.append(p)
+                # between directories named by the code, cut at a name (its directory's keys follow it)
+                points.append(p[: code.end] if named_by_code and code is not None else p)
     # strictly increasing, strictly inside (lo, hi)
     out: list[str] = []
     last = lo_k
