@@ -1375,7 +1375,9 @@ class Sim:
         cands = [s for s in node.streams if s.state == "list" and s.cursor is not None and s.last]
         cands.sort(key=lambda s: (-score(s), s.sid))
         # like fleet.Lister.wanted/give: every stream of the lister may give after its page, until the
-        # hunger it read is served
+        # hunger it read is served. Not like it: the fleet's streams give in the order their pages come, not
+        # by estimate; with the candidates in random order instead, 100M ends up to 1 s later and 1B
+        # multi-tenant 8 s sooner (bench/RESULTS.md, 2026-11-26). To be made to agree.
         for st in cands:
             if k <= 0:
                 return
