@@ -1366,18 +1366,13 @@ class Sim:
             return
         k = min(hunger, math.ceil(2 * hunger / max(1, self.live - hunger)))
 
-        def score(st: Stream) -> float:
-            assert st.cursor is not None
-            if st.cursor.range.end is None:
-                return math.inf
-            return st.cursor.range.estimate - (st.rank - st.start_rank)
-
+        # fleet.Lister.wanted/give: every stream of the lister may give after its page, until the hunger it
+        # read is served; the streams whose pages come first give, in no order of their remainders: here in
+        # random order. (Until 2026-11-26 the model took them largest estimate first, an order the fleet does
+        # not have: 100M ended up to 1 s sooner and 1B multi-tenant 8 s later than in random order;
+        # bench/RESULTS.md.)
         cands = [s for s in node.streams if s.state == "list" and s.cursor is not None and s.last]
-        cands.sort(key=lambda s: (-score(s), s.sid))
-        # like fleet.Lister.wanted/give: every stream of the lister may give after its page, until the
-        # hunger it read is served. Not like it: the fleet's streams give in the order their pages come, not
-        # by estimate; with the candidates in random order instead, 100M ends up to 1 s later and 1B
-        # multi-tenant 8 s sooner (bench/RESULTS.md, 2026-11-26). To be made to agree.
+        self.rng.shuffle(cands)
         for st in cands:
             if k <= 0:
                 return
