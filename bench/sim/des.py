@@ -1369,8 +1369,8 @@ class Sim:
         # fleet.Lister.wanted/give: every stream of the lister may give after its page, until the hunger it
         # read is served; the streams whose pages come first give, in no order of their remainders: here in
         # random order. (Until 2026-11-26 the model took them largest estimate first, an order the fleet does
-        # not have: 100M ended up to 1 s sooner and 1B multi-tenant 8 s later than in random order;
-        # bench/RESULTS.md.)
+        # not have: against random order, 100M ended up to 1 s sooner, 1B uniform 11 s sooner and 1B
+        # multi-tenant 8 s later; bench/RESULTS.md.)
         cands = [s for s in node.streams if s.state == "list" and s.cursor is not None and s.last]
         self.rng.shuffle(cands)
         for st in cands:
