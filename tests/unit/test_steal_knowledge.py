@@ -10,6 +10,7 @@ import random
 from collections import deque
 from typing import Any
 
+import pytest
 from fakes import FakeS3
 from hpcstage.inventory.model import DirKnowledge, KeyRange
 from hpcstage.inventory.steal import MAX_KNOWN_DIRS, SINGLE_CHILD_PROOF, Cursor, SplitPolicy
@@ -248,8 +249,6 @@ def test_knowledge_round_trips_through_its_encoding_and_pickling(
 
 
 def test_a_level_that_is_not_a_prefix_of_the_start_is_refused() -> None:
-    import pytest
-
     with pytest.raises(ValueError, match="not a prefix"):
         DirKnowledge(levels=("b/",)).encode("a/x")
     with pytest.raises(ValueError, match="not a prefix"):
@@ -319,7 +318,9 @@ def test_a_parent_with_one_subdirectory_of_another_fan_out_is_asked_about_everyw
     assert len(asked) == 86 and len(tenants_of_pos) == 90
 
 
-def test_the_pattern_travels_with_a_piece_and_the_listing_is_the_same() -> None:
+def test_the_pattern_travels_with_a_piece_and_the_listing_is_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Pieces carry the parent's count (``DirKnowledge.single``), so their thieves ask about no tenant
     either; every key is listed once both ways."""
     import hpcstage.inventory.steal as steal
@@ -328,12 +329,10 @@ def test_the_pattern_travels_with_a_piece_and_the_listing_is_the_same() -> None:
     s3 = FakeS3(keys)
     listed, dirs, pieces = list_all(s3, [KeyRange(id="r0")], carry=True)
     assert sorted(listed) == keys and len(listed) == len(keys)
-    saved = steal.SINGLE_CHILD_PROOF
-    steal.SINGLE_CHILD_PROOF = 10**9  # never taken as a pattern: every tenant crossed from is asked
-    try:
-        asked_listed, asked_dirs, asked_pieces = list_all(s3, [KeyRange(id="r0")], carry=True)
-    finally:
-        steal.SINGLE_CHILD_PROOF = saved
+    monkeypatch.setattr(
+        steal, "SINGLE_CHILD_PROOF", 10**9
+    )  # never a pattern: every tenant crossed from is asked
+    asked_listed, asked_dirs, asked_pieces = list_all(s3, [KeyRange(id="r0")], carry=True)
     assert sorted(asked_listed) == keys and len(asked_listed) == len(keys)
     # the seed and its first three pieces ask the top level and their own tenant (r0 learns one tenant, each
     # piece inherits that count and learns a second); their pieces inherit the pattern and ask nothing; the

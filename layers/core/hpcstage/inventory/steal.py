@@ -521,6 +521,10 @@ class Cursor:
         to hold one subdirectory (``_single_child``)."""
         return level in self.explored or (i > 0 and self._single_child(level))
 
+    def _levels_known(self, needed: list[str]) -> bool:
+        """Whether no level of ``needed`` (``_needed_levels``, shallowest first) needs a Delimiter request."""
+        return all(self._level_known(level, i) for i, level in enumerate(needed))
+
     def _known_dirs(self) -> list[str]:
         """Discovered directories strictly inside the remainder (pos, end)."""
         pos, end = self.pos, self.range.end
@@ -671,8 +675,7 @@ class Cursor:
         levels = self._leaf_crossed()
         if levels is None:
             return None
-        needed = self._needed_levels(levels)
-        if not all(self._level_known(level, i) for i, level in enumerate(needed)):
+        if not self._levels_known(self._needed_levels(levels)):
             return None
         end = self.range.end
         if self.dirs_known_upto is not None and (end is None or self.dirs_known_upto < end):
@@ -739,8 +742,8 @@ class Cursor:
             # with whole directories), evenly over those known; the donor keeps the rest of its own
             k = min(ways - 1, len(known))
             cuts = sorted({known[(i * len(known)) // k] for i in range(k)})
-        elif (levels := self._leaf_crossed()) is not None and all(
-            self._level_known(level, i) for i, level in enumerate(self._needed_levels(levels))
+        elif (levels := self._leaf_crossed()) is not None and self._levels_known(
+            needed := self._needed_levels(levels)
         ):
             # S3 named no directory between pos and the end: what lies past pos's own directory holds no
             # directory at any level, so cut that directory. The space past it holds only the files of the
@@ -750,10 +753,7 @@ class Cursor:
             # were such pieces). A level taken to hold one directory and not asked, or an answer cut short,
             # may hide more: that space is a piece of its own.
             leaf_end = levels[-1][:-1] + "0"  # past every key under it ("0" is the byte after "/")
-            small_past = all(
-                level in self.explored and level not in self.level_upto
-                for level in self._needed_levels(levels)
-            )
+            small_past = all(level in self.explored and level not in self.level_upto for level in needed)
             if self.end is None or leaf_end < self.end:
                 if small_past:
                     cuts = cut_points(self.pos, leaf_end, self.prefix, self.sample, ways)
