@@ -51,6 +51,8 @@ def configs(args: argparse.Namespace) -> list[Config]:
         open_shards=args.open_shards,
         split_cpu_s=args.split_cpu,
         reduce_in_lister=args.reduce_in_lister == "on",
+        largest_first=args.donors == "largest",
+        pace_per=args.pace_per,
     )
     paces = [False, True] if args.pace == "both" else [args.pace == "on"]
     out: list[Config] = []
@@ -181,6 +183,19 @@ def main(argv: list[str] | None = None) -> int:
         default="on",
         help="the lister that ends the listing reduces the run (default, as fleet.Lister.reduce_here); off: a "
         "Reduce Lambda after SendTaskSuccess (Config.reduce_fixed_s), the path before",
+    )
+    ap.add_argument(
+        "--donors",
+        choices=("largest", "random"),
+        default="largest",
+        help="which of a busy lister's streams serve the fleet's hunger: the one with the most keys left by "
+        "estimate first (default, as fleet.Lister.wanted), or whichever's page comes first (the fleet before)",
+    )
+    ap.add_argument(
+        "--pace-per",
+        choices=("lister", "stream"),
+        default="lister",
+        help="one pacer for a lister's streams (default, as fleet._Throttle) or one per stream",
     )
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")

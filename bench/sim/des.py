@@ -105,6 +105,12 @@ class Config:
     # a busy lister reads the hunger shards after a page, at most every poll_s (fleet.Lister.wanted);
     # False: on a timer every poll_s (the simulator before 2026-11-23)
     page_poll: bool = True
+    # fleet.Lister.wanted: the hunger a lister read goes to its stream with the most keys left by estimate,
+    # which gives at once (after its page, or while it awaits one); False: to whichever stream's page comes
+    # first, in random order (the fleet before 2026-11-26's second session)
+    largest_first: bool = True
+    # whose requests one Pacer paces: "lister" (all its streams) or "stream" (each its own)
+    pace_per: str = "lister"
     # fleet.Lister: idle streams scan again every scan interval while they stay idle, and a lister whose last
     # idle stream got a queued piece is no longer hungry; False: no scan after a claim until a stream frees
     # (the model before 2026-11-23, which left the streams of a lister holding one unsplittable piece idle for
@@ -299,6 +305,7 @@ class Stream:
         "nosplit",
         "epoch",
         "hold",
+        "pacer",
     )
 
     def __init__(self, sid: int, node: Node) -> None:
@@ -316,6 +323,7 @@ class Stream:
         self.nosplit = False
         self.epoch = 0
         self.hold = 0.0  # its next LIST waits for the directory requests of a split (Cursor.explore)
+        self.pacer = Pacer(0.0)  # its own, when Config.pace_per is "stream"
 
 
 class Node:
@@ -588,7 +596,7 @@ class Sim:
         """A paced attempt is due: send it at its slot, or ask again a window later (Pacer.slot)."""
         if st.epoch != epoch or not st.node.alive:
             return
-        pacer = st.node.pacer
+        pacer = self.pacer_of(st)
         if pacer.rate is not None and self.endgame(st.node):
             pacer.release(self.now)
         at = pacer.slot(self.now)
@@ -629,7 +637,7 @@ class Sim:
         res.list_attempts += 1
         rp = self.p.retry
         if self.cfg.pace:
-            self.paced(node, now, outcome == SLOWDOWN)
+            self.paced(st, now, outcome == SLOWDOWN)
         if outcome == SLOWDOWN:
             self.tick(1)
         if outcome != OK:
@@ -646,7 +654,7 @@ class Sim:
             if node.quota >= rp.throttling_retry_cost:
                 node.quota -= rp.throttling_retry_cost
             if paced_slowdown:
-                cap = min(2.0**attempt, node.pacer.window_s)
+                cap = min(2.0**attempt, self.pacer_of(st).window_s)
             else:
                 base = rp.base_scale_s if outcome == SLOWDOWN else rp.non_throttling_base_s
                 cap = min(base * 2**attempt, rp.max_backoff_s)
@@ -682,10 +690,14 @@ class Sim:
         self.maybe_split_local(st)
         self.next_page(st, max(tc, node.cpu_free))
 
-    def paced(self, node: Node, now: float, slowdown: bool) -> None:
+    def pacer_of(self, st: Stream) -> Pacer:
+        return st.pacer if self.cfg.pace_per == "stream" else st.node.pacer
+
+    def paced(self, st: Stream, now: float, slowdown: bool) -> None:
         """An attempt is answered: the lister's pacer learns it, and whether it was 503 SlowDown, at once
         (as the fleet's needs-retry hook tells it, RequestCounter.on_attempt)."""
-        pacer = node.pacer
+        node = st.node
+        pacer = self.pacer_of(st)
         pacer.record(now, 1, int(slowdown))
         if pacer.rate is not None:
             self.min_rate = min(self.min_rate, pacer.rate)
@@ -1366,13 +1378,13 @@ class Sim:
             return
         k = min(hunger, math.ceil(2 * hunger / max(1, self.live - hunger)))
 
-        # fleet.Lister.wanted/give: every stream of the lister may give after its page, until the hunger it
-        # read is served; the streams whose pages come first give, in no order of their remainders: here in
-        # random order. (Until 2026-11-26 the model took them largest estimate first, an order the fleet does
-        # not have: against random order, 100M ended up to 1 s sooner, 1B uniform 11 s sooner and 1B
-        # multi-tenant 8 s later; bench/RESULTS.md.)
+        # fleet.Lister.wanted/give: the hunger read goes to the lister's stream with the most keys left by
+        # estimate (Cursor.left_by_estimate, unknown first), then, when its split gives nothing, to the next.
+        # It gives at once: after its page, or while its next page is awaited (every GIVE_WHILE_WAITING_S).
         cands = [s for s in node.streams if s.state == "list" and s.cursor is not None and s.last]
         self.rng.shuffle(cands)
+        if self.cfg.largest_first:
+            cands.sort(key=lambda s: -self.left(s))
         for st in cands:
             if k <= 0:
                 return
@@ -1384,6 +1396,13 @@ class Sim:
                 lease.live += len(pieces)
                 t = self.ddb(self.now + delay, "publish", writes=self.donate_writes(lease, pieces))
                 self.at(t, self.on_publish, node, lease, pieces)
+
+    @staticmethod
+    def left(st: Stream) -> float:
+        """fleet._Stream.left: the keys left in the stream's range by its estimate (the model's count of keys
+        listed: the cursor holds only the last page)."""
+        assert st.cursor is not None
+        return st.cursor.left_by_estimate(st.rank - st.start_rank)
 
     def on_publish(self, node: Node, lease: Lease, pieces: list[KeyRange]) -> None:
         if not node.alive:

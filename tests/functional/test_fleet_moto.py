@@ -8,6 +8,7 @@ totals and the exact key set of the Parquet parts named by the manifest.
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 import time
@@ -596,6 +597,60 @@ def test_a_lister_notes_a_503_once_a_window_and_a_fleet_quiet_for_the_endgame_re
     assert not lister.endgame and len(notes) == 2
     assert fast_options().listing.endgame_min_split_pages is None  # the tests' listing options: none
     assert fleet.ListerOptions().listing.endgame_min_split_pages == fleet.ENDGAME_MIN_SPLIT_PAGES
+
+
+@dataclass
+class Donor:
+    """A stand-in for a listing stream (fleet._Stream): its index and its keys left by estimate."""
+
+    index: int
+    keys_left: float
+
+    def left(self) -> float:
+        return self.keys_left
+
+
+def test_the_fleets_hunger_goes_to_the_stream_with_the_most_keys_left_then_to_the_next_when_it_refuses(
+    aws: tuple[Any, Any],
+) -> None:
+    """fleet.Lister.wanted: the remote share read from the hunger items goes to the listing stream with the
+    largest ``left()`` (an unknown estimate, inf, first); a stream whose split gave nothing (``refused``) is
+    passed over until the next read of the hunger items. Local hunger goes to any stream."""
+    s3, ddb = aws
+    cfg = config()
+    fleet.FleetStore(ddb, TABLE, cfg.run_id).create("tok", [KeyRange(id="r0")], "now")
+    lister = fleet.Lister(
+        s3=s3,
+        ddb=ddb,
+        sfn=FakeSfn(),
+        cfg=cfg,
+        generation=1,
+        remaining_ms=lambda: 900_000,
+        options=replace(fast_options(), hunger_poll_s=3600.0),
+    )
+    # another lister, hungry, and this one busy: one piece is wanted of this lister
+    lister.store.add_hunger(0, 1, "live")
+    lister.store.add_hunger(0, 1)
+    lister.store.add_hunger(1, 1, "live")
+    small, unknown, large = Donor(0, 5_000.0), Donor(1, math.inf), Donor(2, 90_000.0)
+    lister._listing = {0: small, 1: unknown, 2: large}  # type: ignore[dict-item]  # noqa: SLF001
+    lister._hunger_at = -math.inf  # noqa: SLF001 - the next call reads the hunger items
+
+    def wanted(d: Donor) -> int:
+        return lister.wanted(d)  # type: ignore[arg-type]
+
+    assert [wanted(small), wanted(large), wanted(unknown)] == [0, 0, 1]
+    lister.refused(unknown)  # type: ignore[arg-type]
+    assert [wanted(small), wanted(unknown), wanted(large)] == [0, 0, 1]
+    lister.refused(large)  # type: ignore[arg-type]
+    assert [wanted(unknown), wanted(small)] == [0, 1]
+    lister.refused(small)  # type: ignore[arg-type]
+    assert [wanted(d) for d in (small, unknown, large)] == [0, 0, 0]  # every stream refused
+    lister._hunger_at = -math.inf  # noqa: SLF001 - a new read: every stream may give again
+    assert [wanted(small), wanted(unknown)] == [0, 1]
+    with lister._cv:  # noqa: SLF001 - an idle stream of its own: local hunger, for any stream
+        lister._idle = 1  # noqa: SLF001
+    assert [wanted(small), wanted(unknown)] == [1, 2]
 
 
 @pytest.mark.parametrize("alive", [1, 64])

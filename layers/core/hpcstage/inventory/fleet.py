@@ -158,7 +158,7 @@ from .output import S3Store, hive_ddl, hive_root, latest_key, latest_run, record
 from .pacing import Pacer
 from .report import execution_summary
 from .runner import finalize, seeds_from_hints
-from .steal import DEFAULT_MIN_SPLIT_PAGES, SplitPolicy
+from .steal import DEFAULT_MIN_SPLIT_PAGES, Cursor, SplitPolicy
 from .versions import VERSIONS, stats_class, stats_from_dict, writer_class
 
 HUNGER_SHARDS = 16
@@ -237,6 +237,10 @@ MIN_SPLIT_PAGES = 2 * DEFAULT_MIN_SPLIT_PAGES
 # 0.3-0.5 % more requests than 4-page ones for a similar end.
 ENDGAME_QUIET_S = 1.0
 ENDGAME_MIN_SPLIT_PAGES = DEFAULT_MIN_SPLIT_PAGES / 2
+# The hunger a lister reads from the store goes to its stream with the most keys left (``Lister.wanted``),
+# which gives after its page or, while the page is late (a paced slot at the partition's cap), every this many
+# seconds from its own thread (``ListOptions.give_while_waiting_s``).
+GIVE_WHILE_WAITING_S = 0.05
 # TransactWriteItems holds at most 100 items: a donate writes the lease, the pieces and at most COUNTER_SHARDS
 # counter items (1 + 64 + 16 = 81)
 MAX_PIECES = 64
@@ -1366,6 +1370,9 @@ class ListerOptions:
             policy=SplitPolicy(min_split_pages=MIN_SPLIT_PAGES, page_keys=PAGE_SIZE),
             endgame_min_split_pages=ENDGAME_MIN_SPLIT_PAGES,
             prefetch=True,  # S3 prepares a stream's next page while it writes the last one
+            # a stream whose next page is late (a paced slot, a slow answer) gives meanwhile: the hunger a lister
+            # reads is served by its largest stream (Lister.wanted), which need not wait for that page
+            give_while_waiting_s=GIVE_WHILE_WAITING_S,
         )
     )
     after_page: Callable[[str, int], None] | None = None  # (lister id, pages so far): fault injection
@@ -1493,6 +1500,7 @@ class _Stream:
         self.committed_requests = 0
         self.committed_retries = 0
         self.last_key: str | None = lease.checkpoint
+        self.cursor: Cursor | None = None  # list_range's, once it starts (read by Lister.wanted)
         self._new_segment()
 
     def _new_segment(self) -> None:
@@ -1569,6 +1577,22 @@ class _Stream:
 
     def give(self, pieces: Sequence[KeyRange]) -> None:
         self.lister.give(self, pieces)
+
+    def wanted(self) -> int:
+        return self.lister.wanted(self)
+
+    def refused(self) -> None:
+        self.lister.refused(self)
+
+    def on_cursor(self, cursor: Cursor) -> None:
+        self.cursor = cursor
+
+    def left(self) -> float:
+        """Keys left by the range's estimate (``Cursor.left_by_estimate``); -inf before the stream's first page
+        (it cannot split before: there are no keys to cut at). Read from other streams' threads: a read racing
+        a page or a split only misorders one choice."""
+        cur = self.cursor
+        return cur.left_by_estimate() if cur is not None and cur.pages else -math.inf
 
 
 class _Rotation:
@@ -1651,6 +1675,10 @@ class Lister:
         self._hunger_seen = 0
         self._hunger_served = 0
         self._hunger_at = 0.0
+        # the streams listing now, and those whose split gave nothing since the last read of the hunger items
+        # (``wanted``: the remote share goes to the largest of the others)
+        self._listing: dict[int, _Stream] = {}
+        self._refused: set[int] = set()
         self._ids = 0
         self._pages = 0
         self.errors: list[BaseException] = []
@@ -1770,7 +1798,12 @@ class Lister:
         return out
 
     # wanted / give (the LocalPool protocol, plus remote hunger)
-    def wanted(self) -> int:
+    def wanted(self, stream: _Stream | None = None) -> int:
+        """Pieces ``stream`` should give now: the lister's idle streams not yet fed, and this lister's share of
+        the fleet's hunger (read from the hunger items at most every ``hunger_poll_s``) when ``stream`` is its
+        donor: the stream with the most keys left by estimate (``_Stream.left``; unknown counts as most) among
+        those listing whose split has not come back empty since that read. (Simulator, largest first against
+        whichever stream's page came first: bench/RESULTS.md, 2026-11-26.)"""
         with self._cv:
             local = self._idle - len(self._queue)
         with self._hunger_lock:
@@ -1785,8 +1818,22 @@ class Lister:
                 donors = max(1, live - hungry)
                 self._hunger_seen = min(hungry, -(-2 * hungry // donors))
                 self._hunger_served = 0
+                self._refused.clear()
             remote = max(0, self._hunger_seen - self._hunger_served)
+            if remote and stream is not None and stream is not self._donor():
+                remote = 0
         return max(0, local) + remote
+
+    def _donor(self) -> _Stream | None:
+        """The stream the remote share goes to (see ``wanted``); None when every listing stream refused."""
+        with self._cv:
+            listing = [st for i, st in self._listing.items() if i not in self._refused]
+        return max(listing, key=lambda st: st.left(), default=None)
+
+    def refused(self, stream: _Stream) -> None:
+        """``stream``'s split gave nothing: the remote share goes to the next largest until the next read."""
+        with self._hunger_lock:
+            self._refused.add(stream.index)
 
     def give(self, stream: _Stream, pieces: Sequence[KeyRange]) -> None:
         self.store.donate(stream.lease, pieces)
@@ -1917,9 +1964,12 @@ class Lister:
             finally:
                 with self._cv:
                     self._active.pop(index, None)
+                    self._listing.pop(index, None)
 
     def _list(self, index: int, lease: Lease) -> None:
         st = _Stream(self, index, lease)
+        with self._cv:
+            self._listing[index] = st
         resume = lease.checkpoint if lease.checkpoint is not None else lease.start_after
         # the donor's estimate of the range, less what earlier owners listed of it (the split decisions
         # use it until the stream has listed enough to estimate for itself: steal.Cursor.inherited_pages)
@@ -1937,13 +1987,15 @@ class Lister:
                 writer=_Sink(st),
                 stats=_StatsSink(st),
                 counter=st.counter,
-                wanted=self.wanted,
+                wanted=st.wanted,
                 give=st.give,
                 new_id=self.new_id,
                 should_stop=st.should_stop,
                 options=self.options.listing,
                 on_page=st.on_page,
                 endgame=lambda: self.endgame,
+                on_cursor=st.on_cursor,
+                refused=st.refused,
             )
         except LeaseLost:
             st.abort_segment()

@@ -9,7 +9,7 @@ the checkpoint are in its parts, and the unlisted remainder (checkpoint, end] co
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -55,6 +55,9 @@ class ListOptions:
     # the stream would send; one sent ahead and not used (the stream stopped) is still counted.
     # Off by default: the simulator runs list_range on a virtual clock, one thread per stream.
     prefetch: bool = False
+    # While the page sent ahead is awaited (it may wait for a paced slot: fleet._Throttle), ask ``wanted``
+    # every this many seconds and give then, instead of only after the page (None: only after pages).
+    give_while_waiting_s: float | None = None
 
 
 def part_writer(store: OutputStore, bucket: str, opts: ListOptions) -> Callable[[str], Writer]:
@@ -95,13 +98,17 @@ def list_range(
     options: ListOptions | None = None,
     on_page: Callable[[int, int], None] | None = None,
     endgame: Callable[[], bool] = lambda: False,
+    on_cursor: Callable[[Cursor], None] | None = None,
+    refused: Callable[[], None] | None = None,
 ) -> ShardResult:
     """List the keys of ``rng`` under ``prefix`` into ``writer`` and ``stats``; split on demand.
 
     The result's ``range`` is the range as finally listed (its end lowered by the splits); when the stream
     stopped early, ``done`` is False, ``checkpoint`` is the last key written and ``subranges`` holds the
     remainder. ``given`` counts the ranges handed to other streams. While ``endgame()`` is true, splits go
-    down to ``options.endgame_min_split_pages``.
+    down to ``options.endgame_min_split_pages``. ``on_cursor`` gets the stream's cursor once, before the first
+    request (the fleet orders its donors by ``Cursor.left_by_estimate``); ``refused()`` is called when
+    ``wanted()`` asked for pieces and the split gave none.
     """
     opts = options or ListOptions()
     policy = replace(opts.policy, page_keys=opts.page_size)
@@ -114,6 +121,8 @@ def list_range(
     before_requests, before_retries = counter.requests, counter.retries
     source = opts.source
     cursor = source.cursor(rng, prefix) if source is not None else Cursor(rng, prefix=prefix)
+    if on_cursor is not None:
+        on_cursor(cursor)
     given = 0
     objects_before, bytes_before = stats.objects, stats.bytes
 
@@ -156,6 +165,34 @@ def list_range(
                 cursor.take_dirs(query, *answer)
             sent += len(queries)
 
+    def serve() -> None:
+        """Give to the streams ``wanted()`` counts, if any (after a page, or while one is awaited)."""
+        nonlocal given
+        if give is None or new_id is None:
+            return
+        w = wanted()
+        if w <= 0:
+            return
+        cut_policy = endgame_policy if endgame() else policy
+        if source is None:
+            explore(w + 1, cut_policy)
+        pieces = cursor.split(w + 1, cut_policy, new_id)
+        if pieces:
+            given += len(pieces)
+            give(pieces)
+        elif refused is not None:
+            refused()
+
+    def awaited(fut: Future[dict[str, Any]]) -> dict[str, Any]:
+        """The page sent ahead; while it is not there, serve hungry streams every give_while_waiting_s."""
+        every = opts.give_while_waiting_s
+        if every is not None:
+            while not fut.done() and not cursor.done:
+                wait([fut], timeout=every)
+                if not fut.done() and not should_stop():
+                    serve()
+        return fut.result()
+
     try:
         while not cursor.done:
             if source is not None:
@@ -165,8 +202,10 @@ def list_range(
                 n = cursor.take(keys, truncated, token)
             else:
                 req = cursor.request(opts.page_size)
-                resp = ahead[1].result() if ahead is not None and ahead[0] == req else fetch(req)
+                resp = awaited(ahead[1]) if ahead is not None and ahead[0] == req else fetch(req)
                 ahead = None
+                if cursor.done:
+                    break  # a split while the page was awaited left nothing past pos (not expected: cuts > pos)
                 keys, objects = page_objects(resp)
                 n = cursor.take(keys, bool(resp.get("IsTruncated")), resp.get("NextContinuationToken"))
                 if ahead_pool is not None and not cursor.done:
@@ -181,16 +220,7 @@ def list_range(
                     on_page(stats.objects - o, stats.bytes - b)
             if cursor.done or should_stop():
                 break
-            if give is not None and new_id is not None:
-                w = wanted()
-                cut_policy = endgame_policy if w > 0 and endgame() else policy
-                if w > 0 and source is None:
-                    explore(w + 1, cut_policy)
-                if w > 0:
-                    pieces = cursor.split(w + 1, cut_policy, new_id)
-                    if pieces:
-                        given += len(pieces)
-                        give(pieces)
+            serve()
         parts = writer.close()
     except AccessDeniedError as err:
         # Name the part of the bucket S3 refused, so that a partial listing is never mistaken for a total.

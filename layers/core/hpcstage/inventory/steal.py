@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -470,6 +471,17 @@ class Cursor:
             return None, None
         leaf = self._leaf_size(levels[-1])
         return (max(inherited, leaf[0] / page_keys) if leaf is not None else inherited), None
+
+    def left_by_estimate(self, objects: int | None = None) -> float:
+        """Keys left in the range by the estimate it last got (its donor's, or this cursor's at its last
+        split), less what was listed since; ``inf`` for a range that came without one (the bucket's first
+        range, a piece of an open remainder). The order in which a fleet lister's streams give to other
+        listers, largest first (``fleet.Lister.wanted``): O(1). ``objects``: the keys listed so far, when the
+        caller counts them instead of this cursor (the simulator hands it only its last page)."""
+        if self.range.estimate <= 0:
+            return math.inf
+        listed = self.objects if objects is None else objects
+        return float(self.range.estimate - (listed - self.est_from))
 
     def inherited_pages(self, page_keys: int = 1000) -> float | None:
         """Pages left by the estimate the range came with (its donor's), while the listing has not passed
