@@ -53,6 +53,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         reduce_in_lister=args.reduce_in_lister == "on",
         largest_first=args.donors == "largest",
         pace_per=args.pace_per,
+        share_by_size=args.share == "size",
     )
     paces = [False, True] if args.pace == "both" else [args.pace == "on"]
     out: list[Config] = []
@@ -190,6 +191,14 @@ def main(argv: list[str] | None = None) -> int:
         default="largest",
         help="which of a busy lister's streams serve the fleet's hunger: the one with the most keys left by "
         "estimate first (default, as fleet.Lister.wanted), or whichever's page comes first (the fleet before)",
+    )
+    ap.add_argument(
+        "--share",
+        choices=("size", "fair"),
+        default="size",
+        help="how much of the fleet's hunger a busy lister serves: up to a piece of twice the split floor per "
+        "hungry lister when its largest stream holds that much (default, as fleet.Lister.wanted), or its "
+        "fair share only, ceil(2 x hungry / busy) (the fleet before)",
     )
     ap.add_argument(
         "--pace-per",

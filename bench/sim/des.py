@@ -109,6 +109,9 @@ class Config:
     # which gives at once (after its page, or while it awaits one); False: to whichever stream's page comes
     # first, in random order (the fleet before 2026-11-26's second session)
     largest_first: bool = True
+    # fleet.Lister._pieces_held: a lister whose largest stream holds more than its fair share of the hunger
+    # serves a piece of twice the split floor per hungry lister; False: the fair share only (the fleet before)
+    share_by_size: bool = True
     # whose requests one Pacer paces: "lister" (all its streams) or "stream" (each its own)
     pace_per: str = "lister"
     # fleet.Lister: idle streams scan again every scan interval while they stay idle, and a lister whose last
@@ -1385,6 +1388,13 @@ class Sim:
         self.rng.shuffle(cands)
         if self.cfg.largest_first:
             cands.sort(key=lambda s: -self.left(s))
+        if self.cfg.share_by_size and cands:
+            # fleet.Lister._pieces_held: a piece of twice the split floor per hungry lister, when the largest
+            # stream holds more than the fair share
+            left = self.left(cands[0])
+            floor = (self.endgame_policy if self.endgame(node) else self.policy).min_split_pages
+            if math.isfinite(left) and left > 0:
+                k = min(hunger, max(k, int(left / PAGE / (2 * floor))))
         for st in cands:
             if k <= 0:
                 return

@@ -653,6 +653,37 @@ def test_the_fleets_hunger_goes_to_the_stream_with_the_most_keys_left_then_to_th
     assert [wanted(small), wanted(unknown)] == [1, 2]
 
 
+@pytest.mark.parametrize(
+    ("keys_left", "share"),
+    [(math.inf, 1), (300.0, 1), (800.0, 2), (2_400.0, 6), (90_000.0, 10)],
+)
+def test_a_lister_whose_largest_stream_holds_more_serves_more_of_the_hunger(
+    aws: tuple[Any, Any], keys_left: float, share: int
+) -> None:
+    """fleet.Lister.wanted: ten hungry listers, a hundred busy ones: the fair share is ceil(2 x 10 / 100) = 1
+    piece, but a lister whose largest stream holds more by estimate serves one piece of twice the split floor
+    (fast_options: 2 pages of 100 keys, so 400 keys) each, up to every hungry lister; an unknown estimate
+    gets the fair share."""
+    s3, ddb = aws
+    cfg = config()
+    fleet.FleetStore(ddb, TABLE, cfg.run_id).create("tok", [KeyRange(id="r0")], "now")
+    lister = fleet.Lister(
+        s3=s3,
+        ddb=ddb,
+        sfn=FakeSfn(),
+        cfg=cfg,
+        generation=1,
+        remaining_ms=lambda: 900_000,
+        options=replace(fast_options(), hunger_poll_s=3600.0),
+    )
+    lister.store.add_hunger(0, 110, "live")
+    lister.store.add_hunger(0, 10)
+    donor = Donor(0, keys_left)
+    lister._listing = {0: donor}  # type: ignore[dict-item]  # noqa: SLF001
+    lister._hunger_at = -math.inf  # noqa: SLF001
+    assert lister.wanted(donor) == share  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("alive", [1, 64])
 def test_an_expired_lease_in_any_partition_is_found_within_one_rotation(
     aws: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch, alive: int

@@ -1814,15 +1814,30 @@ class Lister:
                 self.endgame = t503 > 0 and self.store.now_ms() - t503 >= ENDGAME_QUIET_S * 1000
                 hungry = max(0, hungry - (1 if self._hungry else 0))
                 # this lister's share of the fleet's hunger: busy listers split it between them (twice
-                # over, as shares are uneven); the remainder is served by the next poll
+                # over, as shares are uneven), or more when its largest stream holds more: a piece of at least
+                # twice the split floor for each hungry lister (near the end of a run the few large
+                # remainders are left with a few listers while most are hungry: bench/RESULTS.md,
+                # 2026-11-26); the remainder is served by the next poll
                 donors = max(1, live - hungry)
-                self._hunger_seen = min(hungry, -(-2 * hungry // donors))
-                self._hunger_served = 0
                 self._refused.clear()
+                self._hunger_seen = min(hungry, max(-(-2 * hungry // donors), self._pieces_held()))
+                self._hunger_served = 0
             remote = max(0, self._hunger_seen - self._hunger_served)
             if remote and stream is not None and stream is not self._donor():
                 remote = 0
         return max(0, local) + remote
+
+    def _pieces_held(self) -> int:
+        """Pieces of twice the split floor (the endgame's in the endgame) the donor's range holds by estimate."""
+        donor = self._donor()
+        left = donor.left() if donor is not None else 0.0
+        if not math.isfinite(left) or left <= 0:
+            return 0
+        opts = self.options.listing
+        floor = opts.policy.min_split_pages
+        if self.endgame and opts.endgame_min_split_pages is not None:
+            floor = min(floor, opts.endgame_min_split_pages)
+        return int(left / opts.page_size / (2 * floor)) if floor > 0 else 0
 
     def _donor(self) -> _Stream | None:
         """The stream the remote share goes to (see ``wanted``); None when every listing stream refused."""
