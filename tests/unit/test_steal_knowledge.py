@@ -318,6 +318,39 @@ def test_a_parent_with_one_subdirectory_of_another_fan_out_is_asked_about_everyw
     assert len(asked) == 86 and len(tenants_of_pos) == 90
 
 
+def test_keys_listed_in_two_subdirectories_of_one_directory_refute_the_one_child_pattern() -> None:
+    """A page (or the step from the last page's pos to it) with keys in two subdirectories of one directory
+    shows that directory holds more than one: the pattern of its parent is refused (-1), so the levels it
+    would have skipped are asked again. Keys in two sibling directories say nothing of their own fan-out."""
+    cur = Cursor(KeyRange(id="r"))
+    cur.single = {"": 2}
+    cur.take(["a/files/1", "a/files/2"], True, "t")
+    assert cur.single == {"": 2}
+    cur.take(["a/files/3", "b/files/1"], True, "t")  # two tenants, each in files/: the pattern holds
+    assert cur.single == {"": 2}
+    cur.take(["b/logs/1", "b/logs/2"], True, "t")  # from b/files/1 (pos) to b/logs/: b holds two
+    assert cur.single == {"": -1}
+    deep = Cursor(KeyRange(id="d"), prefix="p/")
+    deep.single = {"p/x/": 2, "p/": 2}
+    deep.take(["p/x/run-1/s0/a", "p/x/run-1/s1/b"], True, "t")  # run-1 holds two shards: x's runs refuted
+    assert deep.single == {"p/x/": -1, "p/": 2}
+
+
+def test_a_tenant_past_the_pattern_with_a_second_subdirectory_is_asked_about_after_its_listing_shows_it() -> (
+    None
+):
+    """<tenant>/files/ for 300 tenants, but the tenant of the 350th key also holds logs/ (150 keys): once a
+    page crosses from its files/ into its logs/, tenants are asked about again (the pattern is refuted)."""
+    keys = tenant_keys()
+    odd = keys[349][:9]
+    keys = sorted([*keys, *(f"{odd}logs/{i:03d}" for i in range(150))])
+    cur, asked = walk_asking(keys)
+    assert cur.single == {"": -1}
+    assert sorted(set(asked[1:3])) == sorted({keys[99][:9], keys[199][:9]})  # the pattern's two proofs
+    later = [t for t in asked[3:] if t > odd]
+    assert later and asked.index(later[0]) >= 3  # asked about again after the odd tenant's listing
+
+
 def test_the_pattern_travels_with_a_piece_and_the_listing_is_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
