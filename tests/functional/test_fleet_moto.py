@@ -125,6 +125,23 @@ def fast_options(**kw: Any) -> fleet.ListerOptions:
     )
 
 
+# the deployed listing (fleet.ListerOptions' default): the next page sent ahead, and gives while it is awaited
+# (here every 5 ms); pages and the split floor as fast_options'
+AS_DEPLOYED = ListOptions(
+    page_size=100,
+    policy=SplitPolicy(min_split_pages=2, page_keys=100),
+    prefetch=True,
+    give_while_waiting_s=0.005,
+)
+LISTINGS = pytest.mark.parametrize(
+    "listing", [None, AS_DEPLOYED], ids=["after-pages", "prefetch-and-give-while-waiting"]
+)
+
+
+def with_listing(options: fleet.ListerOptions, listing: ListOptions | None) -> fleet.ListerOptions:
+    return options if listing is None else replace(options, listing=listing)
+
+
 def run_fleet(
     s3: Any,
     ddb: Any,
@@ -275,7 +292,10 @@ def test_one_key_empty_bucket_and_prefix(aws: tuple[Any, Any]) -> None:
     check_exact(s3, cfg, summary, objects | more)
 
 
-def test_a_lister_killed_mid_range_is_taken_over_from_its_checkpoint(aws: tuple[Any, Any]) -> None:
+@LISTINGS
+def test_a_lister_killed_mid_range_is_taken_over_from_its_checkpoint(
+    aws: tuple[Any, Any], listing: ListOptions | None
+) -> None:
     s3, ddb = aws
     objects = {f"k{i:06d}": (i % 97, "STANDARD") for i in range(3000)}
     seed("bkt", objects)
@@ -297,7 +317,7 @@ def test_a_lister_killed_mid_range_is_taken_over_from_its_checkpoint(aws: tuple[
         return die
 
     def options(i: int) -> fleet.ListerOptions:
-        return fast_options(after_page=dier(i))
+        return with_listing(fast_options(after_page=dier(i)), listing)
 
     def expire_after_death(threads: list[threading.Thread], errors: dict[int, BaseException]) -> None:
         deadline = time.monotonic() + 30
@@ -327,7 +347,10 @@ def test_duplicate_delivery_of_a_lister_event(aws: tuple[Any, Any]) -> None:
     check_exact(s3, cfg, summary, objects)
 
 
-def test_injected_503_and_500_are_exact_and_counted(aws: tuple[Any, Any]) -> None:
+@LISTINGS
+def test_injected_503_and_500_are_exact_and_counted(
+    aws: tuple[Any, Any], listing: ListOptions | None
+) -> None:
     from botocore.awsrequest import AWSResponse
 
     s3, ddb = aws
@@ -361,7 +384,9 @@ def test_injected_503_and_500_are_exact_and_counted(aws: tuple[Any, Any]) -> Non
     s3.meta.events.register_first("before-send.s3.ListObjectsV2", inject)
     try:
         cfg = config()
-        summary, _, errors = run_fleet(s3, ddb, cfg, listers=2)
+        summary, _, errors = run_fleet(
+            s3, ddb, cfg, listers=2, options=lambda i: with_listing(fast_options(), listing)
+        )
     finally:
         s3.meta.events.unregister("before-send.s3.ListObjectsV2", inject)
     assert not errors
