@@ -202,9 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--pace-per",
-        choices=("lister", "stream"),
-        default="lister",
-        help="one pacer for a lister's streams (default, as fleet._Throttle) or one per stream",
+        choices=("stream", "lister"),
+        default="stream",
+        help="one pacer per stream (default, as fleet.Lister.throttle_for) or one for all of a lister's streams "
+        "(the fleet before)",
     )
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")

@@ -112,8 +112,9 @@ class Config:
     # fleet.Lister._pieces_held: a lister whose largest stream holds more than its fair share of the hunger
     # serves a piece of twice the split floor per hungry lister; False: the fair share only (the fleet before)
     share_by_size: bool = True
-    # whose requests one Pacer paces: "lister" (all its streams) or "stream" (each its own)
-    pace_per: str = "lister"
+    # whose requests one Pacer paces: "stream" (each its own, as fleet.Lister.throttle_for) or "lister" (all its
+    # streams: the fleet before 2026-11-26's second session)
+    pace_per: str = "stream"
     # fleet.Lister: idle streams scan again every scan interval while they stay idle, and a lister whose last
     # idle stream got a queued piece is no longer hungry; False: no scan after a claim until a stream frees
     # (the model before 2026-11-23, which left the streams of a lister holding one unsplittable piece idle for
@@ -697,7 +698,7 @@ class Sim:
         return st.pacer if self.cfg.pace_per == "stream" else st.node.pacer
 
     def paced(self, st: Stream, now: float, slowdown: bool) -> None:
-        """An attempt is answered: the lister's pacer learns it, and whether it was 503 SlowDown, at once
+        """An attempt is answered: the stream's pacer (Config.pace_per) learns it, and whether it was 503 SlowDown, at once
         (as the fleet's needs-retry hook tells it, RequestCounter.on_attempt)."""
         node = st.node
         pacer = self.pacer_of(st)

@@ -71,7 +71,8 @@ def test_fault_runs_stay_exact(mode: str, pace: bool) -> None:
 
 def test_throttling_is_counted_and_exact() -> None:
     ks = make_any("uniform", 100_000)
-    params_cfg = Config(mode="host", streams=64, pace=True)
+    # one pacer for the 64 streams (pace_per="lister"): its rate comes down to the partition's
+    params_cfg = Config(mode="host", streams=64, pace=True, pace_per="lister")
     sim = Sim(ks, params_cfg, seed=1)
     sim.s3_limit = 20  # a tiny partition: 20 requests/s
     res = sim.run()

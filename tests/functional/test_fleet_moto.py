@@ -597,7 +597,8 @@ def test_a_lister_notes_a_503_once_a_window_and_a_fleet_quiet_for_the_endgame_re
         return lister.endgame
 
     assert not endgame_after_read()  # no 503 in the run yet: not an endgame (the ramp)
-    throttle = lister.throttle
+    throttle, other = lister.throttle_for(0), lister.throttle_for(1)
+    assert lister.throttle_for(0) is throttle  # a stream keeps its pacer from range to range
     notes: list[int] = []
     real_note = store.note_slowdown
     store.note_slowdown = lambda shard: notes.append(shard) or real_note(shard)  # type: ignore[method-assign]
@@ -606,16 +607,21 @@ def test_a_lister_notes_a_503_once_a_window_and_a_fleet_quiet_for_the_endgame_re
     t503 = store.hunger()[2]
     assert abs(t503 - store.now_ms()) < 5_000
     throttle.pacer.start -= 2 * throttle.pacer.window_s  # a window later
-    throttle._told -= 2 * throttle.pacer.window_s  # noqa: SLF001
+    lister._told -= 2 * throttle.pacer.window_s  # noqa: SLF001
     throttle.answered(slowdown=True)
-    throttle.answered(slowdown=True)
-    # once per window, into the lister's own hunger item: the second window's first 503 wrote a newer time,
-    # its second nothing
+    other.answered(slowdown=True)
+    # once per window for the whole lister, into its own hunger item: the second window's first 503 wrote a
+    # newer time, the other stream's in that window nothing
     assert notes == [lister.home, lister.home] and store.hunger()[2] >= t503
+    assert lister.throttles == 5 and (throttle.throttles, other.throttles) == (4, 1)
     assert not endgame_after_read()  # the newest 503 is fresh
     clock.offset += fleet.ENDGAME_QUIET_S + 0.1
     assert endgame_after_read()
     assert throttle.pacer.rate is not None  # paced since the throttled window
+    calm = lister.throttle_for(2)
+    calm.pacer.start -= 2 * calm.pacer.window_s
+    calm.answered(slowdown=False)
+    assert calm.pacer.rate is None  # each stream its own pacer: one that saw no 503 is not paced by another's
     throttle.wait()  # the next attempt under the endgame: released at once
     assert throttle.pacer.rate is None
     throttle.answered(slowdown=True)  # its own 503 ends its endgame, told or not (here not: same window)

@@ -7,7 +7,8 @@ under one partition: they throttle together, all halve together and the partitio
 additive steps bring them back (measured in the simulator: a fifth of the rate lost at 100M objects), and a
 count of streams cannot go below one stream's rate, which 1,000 listers already exceed.
 
-``Pacer`` instead paces the lister's LIST attempts, botocore's retries included, at a rate (requests/s)
+``Pacer`` instead paces a stream's LIST attempts (each stream of a fleet lister has its own:
+fleet.Lister.throttle_for; "the lister" below is that sender), botocore's retries included, at a rate (requests/s)
 and sets that rate once per window from the 503s it saw. Like DCTCP (RFC 8257), which cuts its window by
 half the *fraction* of marked packets (cwnd x (1 - alpha/2)) rather than by half, a window in which S
 attempts were answered and T of them with 503 SlowDown cuts the rate by T / 2S. Summed over a fleet that
@@ -53,7 +54,7 @@ WINDOW_S = 1.0
 
 
 class Pacer:
-    """The pacing of one lister's LIST requests (see the module docstring)."""
+    """The pacing of one sender's LIST requests (a fleet stream's; see the module docstring)."""
 
     __slots__ = ("window_s", "rate", "next_at", "start", "sent", "throttled", "throttles")
 
