@@ -8,8 +8,8 @@ additive steps bring them back (measured in the simulator: a fifth of the rate l
 count of streams cannot go below one stream's rate, which 1,000 listers already exceed.
 
 ``Pacer`` instead paces a stream's LIST attempts (each stream of a fleet lister has its own:
-fleet.Lister.throttle_for; "the lister" below is that sender), botocore's retries included, at a rate (requests/s)
-and sets that rate once per window from the 503s it saw. Like DCTCP (RFC 8257), which cuts its window by
+fleet.Lister.throttle_for; "the lister" below is that sender), botocore's retries included, at a rate
+(requests/s) and sets that rate once per window from the 503s it saw. Like DCTCP (RFC 8257), which cuts its window by
 half the *fraction* of marked packets (cwnd x (1 - alpha/2)) rather than by half, a window in which S
 attempts were answered and T of them with 503 SlowDown cuts the rate by T / 2S. Summed over a fleet that
 sees the partition's throttled fraction f = 1 - cap/demand, the next demand is (demand + cap) / 2: the
