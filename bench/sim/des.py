@@ -56,6 +56,7 @@ from hpcstage.inventory.fleet import (
     ROLLUP_READS,
     ROLLUP_SHARDS,
     ROLLUP_WAIT_S,
+    hunger_share,
 )
 from hpcstage.inventory.keys import ByteInterval
 from hpcstage.inventory.model import KeyRange
@@ -109,7 +110,7 @@ class Config:
     # which gives at once (after its page, or while it awaits one); False: to whichever stream's page comes
     # first, in random order (the fleet before 2026-11-26's second session)
     largest_first: bool = True
-    # fleet.Lister._pieces_held: a lister whose largest stream holds more than its fair share of the hunger
+    # fleet.hunger_share: a lister whose largest stream holds more than its fair share of the hunger
     # serves a piece of twice the split floor per hungry lister; False: the fair share only (the fleet before)
     share_by_size: bool = True
     # whose requests one Pacer paces: "stream" (each its own, as fleet.Lister.throttle_for) or "lister" (all its
@@ -1380,8 +1381,6 @@ class Sim:
         hunger = sum(s.hunger for s in self.shards)
         if hunger <= 0:
             return
-        k = min(hunger, math.ceil(2 * hunger / max(1, self.live - hunger)))
-
         # fleet.Lister.wanted/give: the hunger read goes to the lister's stream with the most keys left by
         # estimate (Cursor.left_by_estimate, unknown first), then, when its split gives nothing, to the next.
         # It gives at once: after its page, or while its next page is awaited (every GIVE_WHILE_WAITING_S).
@@ -1389,13 +1388,10 @@ class Sim:
         self.rng.shuffle(cands)
         if self.cfg.largest_first:
             cands.sort(key=lambda s: -self.left(s))
-        if self.cfg.share_by_size and cands:
-            # fleet.Lister._pieces_held: a piece of twice the split floor per hungry lister, when the largest
-            # stream holds more than the fair share
-            left = self.left(cands[0])
-            floor = (self.endgame_policy if self.endgame(node) else self.policy).min_split_pages
-            if math.isfinite(left) and left > 0:
-                k = min(hunger, max(k, int(left / PAGE / (2 * floor))))
+        # the lister's share (fleet.hunger_share): by what its largest stream holds, or the fair share only
+        left = self.left(cands[0]) if self.cfg.share_by_size and cands else 0.0
+        floor = (self.endgame_policy if self.endgame(node) else self.policy).min_split_pages
+        k = hunger_share(hunger, self.live, left, PAGE, floor)
         for st in cands:
             if k <= 0:
                 return

@@ -570,17 +570,14 @@ def test_each_hunger_shard_is_an_item_of_its_own_partition_key_and_hunger_sums_t
     assert store.hunger() == (0, 2, 0)
 
 
-def test_a_lister_notes_a_503_once_a_window_and_a_fleet_quiet_for_the_endgame_releases_its_pace(
-    aws: tuple[Any, Any],
-) -> None:
-    """fleet.ENDGAME_QUIET_S: a 503 SlowDown is written into the lister's hunger item at most once a pacer
-    window; a read of the hunger items whose newest 503 is ENDGAME_QUIET_S old sets the endgame (splits
-    down to ENDGAME_MIN_SPLIT_PAGES, attempts unpaced); a fresh one, or none in the run, does not."""
+def lister_of_a_new_run(
+    aws: tuple[Any, Any], *, hunger_poll_s: float, clock: Callable[[], float] = time.time
+) -> fleet.Lister:
+    """A lister (not started) of a run just created with one seed range: for its hunger and pacing."""
     s3, ddb = aws
-    clock = Clock()
     cfg = config()
     fleet.FleetStore(ddb, TABLE, cfg.run_id, clock).create("tok", [KeyRange(id="r0")], "now")
-    lister = fleet.Lister(
+    return fleet.Lister(
         s3=s3,
         ddb=ddb,
         sfn=FakeSfn(),
@@ -588,8 +585,18 @@ def test_a_lister_notes_a_503_once_a_window_and_a_fleet_quiet_for_the_endgame_re
         generation=1,
         remaining_ms=lambda: 900_000,
         clock=clock,
-        options=replace(fast_options(), hunger_poll_s=0.0),
+        options=replace(fast_options(), hunger_poll_s=hunger_poll_s),
     )
+
+
+def test_a_lister_notes_a_503_once_a_window_and_a_fleet_quiet_for_the_endgame_releases_its_pace(
+    aws: tuple[Any, Any],
+) -> None:
+    """fleet.ENDGAME_QUIET_S: a 503 SlowDown is written into the lister's hunger item at most once a pacer
+    window; a read of the hunger items whose newest 503 is ENDGAME_QUIET_S old sets the endgame (splits
+    down to ENDGAME_MIN_SPLIT_PAGES, attempts unpaced); a fresh one, or none in the run, does not."""
+    clock = Clock()
+    lister = lister_of_a_new_run(aws, hunger_poll_s=0.0, clock=clock)
     store = lister.store
 
     def endgame_after_read() -> bool:
@@ -630,6 +637,12 @@ def test_a_lister_notes_a_503_once_a_window_and_a_fleet_quiet_for_the_endgame_re
     assert fleet.ListerOptions().listing.endgame_min_split_pages == fleet.ENDGAME_MIN_SPLIT_PAGES
 
 
+def set_listing_streams(lister: fleet.Lister, *donors: Donor) -> None:
+    """``donors`` are the lister's streams listing, and its next ``wanted`` reads the hunger items."""
+    lister._listing = {d.index: d for d in donors}  # type: ignore[misc]  # noqa: SLF001
+    lister._hunger_at = -math.inf  # noqa: SLF001
+
+
 @dataclass
 class Donor:
     """A stand-in for a listing stream (fleet._Stream): its index and its keys left by estimate."""
@@ -647,25 +660,13 @@ def test_the_fleets_hunger_goes_to_the_stream_with_the_most_keys_left_then_to_th
     """fleet.Lister.wanted: the remote share read from the hunger items goes to the listing stream with the
     largest ``left()`` (an unknown estimate, inf, first); a stream whose split gave nothing (``refused``) is
     passed over until the next read of the hunger items. Local hunger goes to any stream."""
-    s3, ddb = aws
-    cfg = config()
-    fleet.FleetStore(ddb, TABLE, cfg.run_id).create("tok", [KeyRange(id="r0")], "now")
-    lister = fleet.Lister(
-        s3=s3,
-        ddb=ddb,
-        sfn=FakeSfn(),
-        cfg=cfg,
-        generation=1,
-        remaining_ms=lambda: 900_000,
-        options=replace(fast_options(), hunger_poll_s=3600.0),
-    )
+    lister = lister_of_a_new_run(aws, hunger_poll_s=3600.0)
     # another lister, hungry, and this one busy: one piece is wanted of this lister
     lister.store.add_hunger(0, 1, "live")
     lister.store.add_hunger(0, 1)
     lister.store.add_hunger(1, 1, "live")
     small, unknown, large = Donor(0, 5_000.0), Donor(1, math.inf), Donor(2, 90_000.0)
-    lister._listing = {0: small, 1: unknown, 2: large}  # type: ignore[dict-item]  # noqa: SLF001
-    lister._hunger_at = -math.inf  # noqa: SLF001 - the next call reads the hunger items
+    set_listing_streams(lister, small, unknown, large)
 
     def wanted(d: Donor) -> int:
         return lister.wanted(d)  # type: ignore[arg-type]
@@ -695,23 +696,11 @@ def test_a_lister_whose_largest_stream_holds_more_serves_more_of_the_hunger(
     piece, but a lister whose largest stream holds more by estimate serves one piece of twice the split floor
     (fast_options: 2 pages of 100 keys, so 400 keys) each, up to every hungry lister; an unknown estimate
     gets the fair share."""
-    s3, ddb = aws
-    cfg = config()
-    fleet.FleetStore(ddb, TABLE, cfg.run_id).create("tok", [KeyRange(id="r0")], "now")
-    lister = fleet.Lister(
-        s3=s3,
-        ddb=ddb,
-        sfn=FakeSfn(),
-        cfg=cfg,
-        generation=1,
-        remaining_ms=lambda: 900_000,
-        options=replace(fast_options(), hunger_poll_s=3600.0),
-    )
+    lister = lister_of_a_new_run(aws, hunger_poll_s=3600.0)
     lister.store.add_hunger(0, 110, "live")
     lister.store.add_hunger(0, 10)
     donor = Donor(0, keys_left)
-    lister._listing = {0: donor}  # type: ignore[dict-item]  # noqa: SLF001
-    lister._hunger_at = -math.inf  # noqa: SLF001
+    set_listing_streams(lister, donor)
     assert lister.wanted(donor) == share  # type: ignore[arg-type]
 
 

@@ -1243,6 +1243,21 @@ class FleetStore:
         )
 
 
+def hunger_share(hungry: int, live: int, left_keys: float, page_keys: int, floor_pages: float) -> int:
+    """A busy lister's share of the fleet's hunger at one read of the hunger items (``Lister.wanted``; the
+    simulator's busy listers use it too): ``hungry`` listers besides itself among ``live``. Busy listers split
+    the hunger between them, twice over (shares are uneven), or a lister serves more when its largest stream
+    holds ``left_keys`` by estimate: up to one piece of twice the split floor (``floor_pages``) per hungry
+    lister. Near the end of a run the few large remainders are with a few listers while most are hungry
+    (simulator, 1B uniform 36.5 -> 34.5 s; bench/RESULTS.md, 2026-11-26). An unknown or spent estimate (inf,
+    <= 0) gets the fair share."""
+    fair = -(-2 * hungry // max(1, live - hungry))
+    held = 0
+    if math.isfinite(left_keys) and left_keys > 0 and floor_pages > 0:
+        held = int(left_keys / page_keys / (2 * floor_pages))
+    return min(hungry, max(fair, held))
+
+
 def send_result(sfn: Any, token: str, output: dict[str, Any]) -> bool:
     """SendTaskSuccess, ignoring a token that is no longer waiting (someone already answered, or timed out)."""
     from botocore.exceptions import ClientError
@@ -1826,6 +1841,7 @@ class Lister:
         whichever stream's page came first: bench/RESULTS.md, 2026-11-26.)"""
         with self._cv:
             local = self._idle - len(self._queue)
+        donor: _Stream | None = None  # computed at a read of the hunger items, else when needed
         with self._hunger_lock:
             now = time.monotonic()
             if now - self._hunger_at >= self.options.hunger_poll_s:
@@ -1833,31 +1849,21 @@ class Lister:
                 hungry, live, t503 = self.store.hunger()
                 self.endgame = t503 > 0 and self.store.now_ms() - t503 >= ENDGAME_QUIET_S * 1000
                 hungry = max(0, hungry - (1 if self._hungry else 0))
-                # this lister's share of the fleet's hunger: busy listers split it between them (twice
-                # over, as shares are uneven), or more when its largest stream holds more: a piece of at least
-                # twice the split floor for each hungry lister (near the end of a run the few large
-                # remainders are left with a few listers while most are hungry: bench/RESULTS.md,
-                # 2026-11-26); the remainder is served by the next poll
-                donors = max(1, live - hungry)
+                # this lister's share of the fleet's hunger (``hunger_share``); the remainder is served by
+                # the next poll
                 self._refused.clear()
-                self._hunger_seen = min(hungry, max(-(-2 * hungry // donors), self._pieces_held()))
+                donor = self._donor()
+                opts = self.options.listing
+                floor = opts.policy.min_split_pages
+                if self.endgame and opts.endgame_min_split_pages is not None:
+                    floor = min(floor, opts.endgame_min_split_pages)
+                left = donor.left() if donor is not None else 0.0
+                self._hunger_seen = hunger_share(hungry, live, left, opts.page_size, floor)
                 self._hunger_served = 0
             remote = max(0, self._hunger_seen - self._hunger_served)
-            if remote and stream is not None and stream is not self._donor():
+            if remote and stream is not None and stream is not (donor or self._donor()):
                 remote = 0
         return max(0, local) + remote
-
-    def _pieces_held(self) -> int:
-        """Pieces of twice the split floor (the endgame's in the endgame) the donor's range holds by estimate."""
-        donor = self._donor()
-        left = donor.left() if donor is not None else 0.0
-        if not math.isfinite(left) or left <= 0:
-            return 0
-        opts = self.options.listing
-        floor = opts.policy.min_split_pages
-        if self.endgame and opts.endgame_min_split_pages is not None:
-            floor = min(floor, opts.endgame_min_split_pages)
-        return int(left / opts.page_size / (2 * floor)) if floor > 0 else 0
 
     def _donor(self) -> _Stream | None:
         """The stream the remote share goes to (see ``wanted``); None when every listing stream refused."""
