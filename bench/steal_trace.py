@@ -1,0 +1,232 @@
+"""Where one simulated fleet run's time and LIST requests go (bench/sim/des.py): the diagnostics behind the
+"where the time goes" paragraphs of bench/RESULTS.md, kept so that anyone can measure them again.
+
+    python -m bench.steal_trace --size 1e9 --shape uniform --seed 1 --every 0.5 --until 14
+    python -m bench.steal_trace --size 25e6 --shape multi-tenant --ranges
+
+Prints, every ``--every`` seconds of the run up to ``--until``: the streams listing and idle, the pieces
+waiting in the store's open ranges (and the pages they hold), the hungry listers, the pieces split off since
+the sample before (for other listers / for the donor's own idle streams); and per S3 partition
+(``SimParams.s3.objects_per_partition`` keys each, as the simulator throttles them): the streams listing
+there, the pages left in their ranges, and how many of them their pacer holds below the unpaced rate.
+``--ranges``: every range the run listed, by its size in pages, with the LIST requests it took beyond
+keys / 1,000 (a range's last page is partial: its overhead, with the directory requests, is the run's).
+
+The figures are the simulator's state, sampled when the first page of each interval is answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import math
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hpcstage.inventory.fleet import MIN_SPLIT_PAGES
+from hpcstage.inventory.model import KeyRange
+
+from bench.sim.des import OK, PAGE, Config, Lease, Node, Result, Sim, Stream
+from bench.sim.des_shapes import ALL_SHAPES, make_any
+from bench.sim.params import DEFAULT, SimParams
+
+# the bounds of the --ranges table, in pages
+SIZE_BOUNDS = (1, 4, 16, 64, 256)
+
+
+@dataclass
+class Sample:
+    t: float
+    listing: int
+    idle: int
+    pool_pieces: int
+    pool_pages: int
+    hungry: int
+    # pieces split off since the previous sample: for other listers (the share of the fleet's hunger a busy
+    # lister serves, published to the open ranges) and for the lister's own idle streams
+    remote_pieces: int
+    local_pieces: int
+    # per partition: streams listing there, pages left in their ranges, streams paced
+    streams: list[int]
+    pages_left: list[int]
+    paced: list[int]
+
+
+@dataclass
+class RangeDone:
+    keys: int
+    requests: int
+
+    @property
+    def overhead(self) -> float:
+        """LIST requests beyond the keys' own share (keys / 1,000 pages)."""
+        return self.requests - self.keys / PAGE
+
+
+@dataclass
+class Trace:
+    every: float
+    until: float
+    samples: list[Sample] = field(default_factory=list)
+    ranges: list[RangeDone] = field(default_factory=list)
+    # pieces split off in the whole run: for other listers, for the donor's own idle streams
+    remote_pieces: int = 0
+    local_pieces: int = 0
+
+
+class TracedSim(Sim):
+    """The simulator, sampled (``Trace.samples``) and with every range's keys and requests (``Trace.ranges``)."""
+
+    def __init__(self, *args: Any, trace: Trace, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.trace = trace
+        self._next_sample = 0.0
+        self._requests: dict[int, int] = defaultdict(int)  # id(stream) -> requests of its current range
+        self._serving = "remote"  # who asked for the split under way (on_busy_poll or maybe_split_local)
+        self._pieces = {"remote": 0, "local": 0}  # since the last sample
+
+    def on_busy_poll(self, node: Node) -> None:
+        self._serving = "remote"
+        super().on_busy_poll(node)
+
+    def maybe_split_local(self, st: Stream) -> None:
+        self._serving = "local"
+        try:
+            super().maybe_split_local(st)
+        finally:
+            self._serving = "remote"
+
+    def engine_split(self, st: Stream, ways: int) -> tuple[list[KeyRange], float]:
+        pieces, delay = super().engine_split(st, ways)
+        self._pieces[self._serving] += len(pieces)
+        if self._serving == "remote":
+            self.trace.remote_pieces += len(pieces)
+        else:
+            self.trace.local_pieces += len(pieces)
+        return pieces, delay
+
+    def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
+        self._requests[id(st)] = 0
+        super().start_piece(st, piece, lease, t)
+
+    def on_reply(self, st: Stream, epoch: int, outcome: int, attempt: int, r0: int, r1: int) -> None:
+        if self.now >= self._next_sample and self.now <= self.trace.until:
+            self._next_sample = (math.floor(self.now / self.trace.every) + 1) * self.trace.every
+            self.trace.samples.append(self.sample())
+        if st.epoch == epoch and st.node.alive and outcome == OK:
+            self._requests[id(st)] += 1  # Sim.on_reply counts it in list_requests
+        super().on_reply(st, epoch, outcome, attempt, r0, r1)
+
+    def piece_done(self, st: Stream, t: float) -> None:
+        self.trace.ranges.append(RangeDone(st.rank - st.start_rank, self._requests.pop(id(st), 0)))
+        super().piece_done(st, t)
+
+    def drop(self, st: Stream) -> None:
+        # a lease taken over: what this stream listed is listed again by the new owner
+        self.trace.ranges.append(RangeDone(0, self._requests.pop(id(st), 0)))
+        super().drop(st)
+
+    def sample(self) -> Sample:
+        parts = self.partitions
+        streams, left, paced = [0] * parts, [0] * parts, [0] * parts
+        listing = idle = hungry = 0
+        for node in self.nodes:
+            listing += node.listing
+            idle += len(node.idle)
+            hungry += node.hungry
+            for st in node.streams:
+                if st.state != "list":
+                    continue
+                p = bisect.bisect_right(self.part_bounds, st.rank)
+                streams[p] += 1
+                left[p] += max(0, st.end_rank - st.rank) // PAGE
+                pacer = self.pacer_of(st)
+                paced[p] += pacer.rate is not None
+        pool = [p for shard in self.opens for p in shard]
+        pages = 0
+        for piece in pool:
+            a = 0 if piece.start_after is None else self.ks.count_le(piece.start_after)
+            b = self.n if piece.end is None else self.ks.count_le(piece.end)
+            pages += (b - a) // PAGE
+        remote, local = self._pieces["remote"], self._pieces["local"]
+        self._pieces = {"remote": 0, "local": 0}
+        return Sample(self.now, listing, idle, len(pool), pages, hungry, remote, local, streams, left, paced)
+
+
+def run(
+    shape: str,
+    n: int,
+    seed: int = 1,
+    cfg: Config | None = None,
+    params: SimParams = DEFAULT,
+    every: float = 0.5,
+    until: float = math.inf,
+) -> tuple[Result, Trace]:
+    """One fleet run of ``n`` keys of ``shape`` (bench.sim.des_shapes), traced."""
+    if cfg is None:
+        cfg = Config(mode="fleet", pace=True, min_split_pages=MIN_SPLIT_PAGES)
+    trace = Trace(every, until)
+    sim = TracedSim(make_any(shape, n), cfg, seed, params, trace=trace)
+    return sim.run(), trace
+
+
+def by_size(ranges: list[RangeDone]) -> list[tuple[str, int, float]]:
+    """(size class in pages, ranges, their LIST requests beyond keys / 1,000)."""
+    rows: dict[str, list[float]] = {}
+    labels = [f"< {b}" for b in SIZE_BOUNDS] + [f">= {SIZE_BOUNDS[-1]}"]
+    for label in labels:
+        rows[label] = [0, 0.0]
+    for r in ranges:
+        i = bisect.bisect_right(SIZE_BOUNDS, r.keys / PAGE)
+        rows[labels[i]][0] += 1
+        rows[labels[i]][1] += r.overhead
+    return [(label, int(c), o) for label, (c, o) in rows.items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", type=float, default=25e6)
+    ap.add_argument("--shape", default="uniform", choices=sorted(ALL_SHAPES))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--listers", type=int, default=1000)
+    ap.add_argument("--per-lister", type=int, default=8)
+    ap.add_argument("--every", type=float, default=1.0, help="seconds between samples")
+    ap.add_argument("--until", type=float, default=math.inf, help="the last sample's time")
+    ap.add_argument("--ranges", action="store_true", help="the ranges listed, by size, and their overhead")
+    args = ap.parse_args(argv)
+    cfg = replace(
+        Config(mode="fleet", pace=True, min_split_pages=MIN_SPLIT_PAGES),
+        listers=args.listers,
+        per_lister=args.per_lister,
+    )
+    res, trace = run(args.shape, int(args.size), args.seed, cfg, every=args.every, until=args.until)
+    print(
+        f"{args.shape} {args.size:g} seed {args.seed}: {res.makespan:.1f} s, floor {res.floor:.1f} s, "
+        f"LIST requests {res.list_requests} (minimum {res.min_requests}, directory {res.dir_requests}), "
+        f"exact {res.exact}"
+    )
+    print(
+        "\n| t | listing | idle | pool pieces | pool pages | hungry | pieces given: remote / local "
+        "| per partition: streams / pages left / paced |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for s in trace.samples:
+        parts = " · ".join(f"{a}/{b}/{c}" for a, b, c in zip(s.streams, s.pages_left, s.paced, strict=True))
+        print(
+            f"| {s.t:.1f} | {s.listing} | {s.idle} | {s.pool_pieces} | {s.pool_pages} | {s.hungry} "
+            f"| {s.remote_pieces} / {s.local_pieces} | {parts} |"
+        )
+    if args.ranges:
+        print("\n| range size (pages) | ranges | LIST requests beyond keys / 1,000 |")
+        print("|---|---|---|")
+        for label, count, over in by_size(trace.ranges):
+            print(f"| {label} | {count} | {over:.0f} |")
+        total = sum(r.overhead for r in trace.ranges)
+        print(f"| all | {len(trace.ranges)} | {total:.0f} (+ {res.dir_requests} directory requests) |")
+    return 0 if res.exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
