@@ -44,6 +44,8 @@ class Sample:
     pool_pieces: int
     pool_pages: int
     hungry: int
+    # the hunger items' count (what busy listers read: Shard.hunger summed)
+    hunger_items: int
     # pieces split off since the previous sample: for other listers (the share of the fleet's hunger a busy
     # lister serves, published to the open ranges) and for the lister's own idle streams
     remote_pieces: int
@@ -152,7 +154,20 @@ class TracedSim(Sim):
             pages += (b - a) // PAGE
         remote, local = self._pieces["remote"], self._pieces["local"]
         self._pieces = {"remote": 0, "local": 0}
-        return Sample(self.now, listing, idle, len(pool), pages, hungry, remote, local, streams, left, paced)
+        return Sample(
+            self.now,
+            listing,
+            idle,
+            len(pool),
+            pages,
+            hungry,
+            sum(sh.hunger for sh in self.shards),
+            remote,
+            local,
+            streams,
+            left,
+            paced,
+        )
 
 
 def run(

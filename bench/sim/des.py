@@ -370,6 +370,7 @@ class Node:
         "endgame",
         "last_poll",
         "pending",
+        "hunger_counted",
     )
 
     def __init__(self, nid: int, k: int, cpu_per_page: float, quota: int, home: int) -> None:
@@ -389,6 +390,8 @@ class Node:
         self.ended: float | None = None
         self.leases: list[Lease] = []
         self.hungry = False
+        # its ADD +1 is in its hunger item (on_hunger_inc): what unhunger takes back
+        self.hunger_counted = False
         self.claiming = False
         self.home = home  # its hunger item
         self.scan_home = home  # the shard of open ranges it scans first (set by the sim)
@@ -921,10 +924,7 @@ class Sim:
                 self.start_piece(st, piece, lease, t)
         if self.cfg.rescan and node.hungry and not node.idle:
             # fleet.Lister.acquire: the lister's last idle stream got work (here a queued piece): not hungry
-            node.hungry = False
-            home = self.shards[node.home]
-            if home.hunger > 0:
-                home.hunger -= 1
+            self.unhunger(node)
             self.ddb(t, "hunger_dec", writes={f"hunger:{node.home}": 1})
 
     def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
@@ -1261,9 +1261,24 @@ class Sim:
     def on_hunger_inc(self, node: Node) -> None:
         if not node.alive:
             return
-        self.shards[node.home].hunger += 1
+        # fleet.Lister._set_hungry: the lister's ADD +1 and its later ADD -1 go one after the other (its
+        # hunger lock), so the count is exact. Here the +1 lands a write's latency after the lister turned
+        # hungry: when it got work meanwhile (unhunger before this), the pair cancels out. (The model before
+        # 2026-11-26's third session added the +1 anyway and skipped a -1 that found the item at 0: a 1B run
+        # kept one hungry lister in the items from t = 18 s to its end, with no lister hungry, and every busy
+        # lister gave a piece every poll; bench/RESULTS.md.)
+        if node.hungry and not node.hunger_counted:
+            self.shards[node.home].hunger += 1
+            node.hunger_counted = True
         node.claiming = False
         self.claim_poll(node, self.now)
+
+    def unhunger(self, node: Node) -> None:
+        """fleet.Lister._set_hungry(False): the lister's +1 leaves its hunger item (if it landed)."""
+        node.hungry = False
+        if node.hunger_counted:
+            node.hunger_counted = False
+            self.shards[node.home].hunger -= 1
 
     def on_claim(self, node: Node, shard: int, pick: KeyRange) -> None:
         if not node.alive:
@@ -1283,10 +1298,7 @@ class Sim:
             self.steal_local(pick)
         self.res.claims += 1
         if node.hungry and len(node.idle) <= 1:
-            node.hungry = False
-            home = self.shards[node.home]
-            if home.hunger > 0:
-                home.hunger -= 1
+            self.unhunger(node)
         lease = Lease(len(self.leases), pick, node, self.now)
         lease.live = 1
         self.leases.append(lease)

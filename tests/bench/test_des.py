@@ -295,3 +295,43 @@ def test_hunger_items_and_open_ranges_are_partition_keys_of_their_own_and_one_li
     assert sim.nodes[0].scan_home == sim.open_shard("r0")
     assert [n.scan_home for n in sim.nodes[1:]] == [n.home % fleet.OPEN_SHARDS for n in sim.nodes[1:]]
     assert len({n.scan_home for n in sim.nodes}) > 1
+
+
+def test_a_listers_hunger_count_is_taken_back_even_when_it_got_work_before_its_count_landed() -> None:
+    """fleet.Lister._set_hungry adds +1 and later -1 one after the other, so the hunger items are exact. In the
+    model the +1 lands a write's latency after the lister turned hungry; a lister that got a queued piece
+    meanwhile must not leave a count behind (the model before kept one such count for the rest of a 1B run,
+    and every busy lister served it a piece every poll)."""
+    ks = make_any("uniform", 10_000)
+    sim = Sim(ks, Config(mode="fleet", listers=2, per_lister=2, pace=True), seed=1)
+    sim._start_fleet()
+    node = sim.nodes[1]
+
+    def items() -> int:
+        return sum(sh.hunger for sh in sim.shards)
+
+    node.hungry = True  # claim_poll found nothing: its ADD +1 is on its way (on_hunger_inc)
+    sim.unhunger(node)  # a queued piece came first (dispatch)
+    sim.on_hunger_inc(node)  # the +1 lands
+    assert items() == 0 and not node.hungry
+    # hungry twice before the first +1 lands: counted once, taken back once
+    node.hungry = True
+    sim.unhunger(node)
+    node.hungry = True
+    sim.on_hunger_inc(node)
+    sim.on_hunger_inc(node)
+    assert items() == 1
+    sim.unhunger(node)
+    assert items() == 0
+
+
+def test_the_hunger_items_never_count_more_listers_than_are_hungry() -> None:
+    from bench.steal_trace import run
+
+    for shape in ("uniform", "multi-tenant"):
+        res, trace = run(
+            shape, 400_000, seed=3, cfg=Config(mode="fleet", listers=40, per_lister=4, pace=True), every=0.1
+        )
+        assert res.exact, res.exact_detail
+        assert trace.samples
+        assert all(s.hunger_items <= s.hungry for s in trace.samples)

@@ -1256,10 +1256,10 @@ def hunger_share(hungry: int, live: int, left_keys: float, page_keys: int, floor
     hungry lister among a thousand draws a piece of the largest remainder of each of them into the open
     ranges. That is more than the hungry need, and it is what moves work between S3 partitions in the middle
     of a large run: the pieces come from the largest remainders, and whoever finishes next claims one at
-    random. (Simulator, 1B: from t = 17 s, when the open ranges first run dry, about 1,800 pieces a second
-    while one to three listers are hungry. Rounded at random to an expected 2 x hungry pieces a poll instead,
-    1B uniform took 36.9 s against 33.7 and 42.3 against 32.3 (seeds 1, 2), multi-tenant 44.7 against 38.9:
-    one partition's backlog was left to its own streams. bench/RESULTS.md, 2026-11-26, third session.)"""
+    random. (Simulator, 1B uniform: from t = 18 s, when the open ranges first run dry, 150-800 pieces a half
+    second while zero or one lister is hungry. Rounded at random to an expected 2 x hungry pieces a poll
+    instead, 1B uniform took 35.7 s against 33.6 and multi-tenant 45.0 against 38.8: one partition's backlog
+    was left to its own streams. bench/RESULTS.md, 2026-11-26, third session.)"""
     fair = -(-2 * hungry // max(1, live - hungry))
     held = 0
     if math.isfinite(left_keys) and left_keys > 0 and floor_pages > 0:
