@@ -8,7 +8,8 @@ Prints, every ``--every`` seconds of the run up to ``--until``: the streams list
 waiting in the store's open ranges (and the pages they hold), the hungry listers, the pieces split off since
 the sample before (for other listers / for the donor's own idle streams); and per S3 partition
 (``SimParams.s3.objects_per_partition`` keys each, as the simulator throttles them): the streams listing
-there, the pages left in their ranges, and how many of them their pacer holds below the unpaced rate.
+there, the pages left in their ranges, how many of them their pacer holds below the unpaced rate, and the pages
+of the open ranges that start there.
 ``--ranges``: every range the run listed, by its size in pages, with the LIST requests it took beyond
 keys / 1,000 (a range's last page is partial: its overhead, with the directory requests, is the run's).
 
@@ -50,10 +51,12 @@ class Sample:
     # lister serves, published to the open ranges) and for the lister's own idle streams
     remote_pieces: int
     local_pieces: int
-    # per partition: streams listing there, pages left in their ranges, streams paced
+    # per partition: streams listing there, pages left in their ranges, streams paced, pages of the open ranges
+    # that start there
     streams: list[int]
     pages_left: list[int]
     paced: list[int]
+    pool_left: list[int]
 
 
 @dataclass
@@ -148,10 +151,12 @@ class TracedSim(Sim):
                 paced[p] += pacer.rate is not None
         pool = [p for shard in self.opens for p in shard]
         pages = 0
+        pool_left = [0] * parts
         for piece in pool:
             a = 0 if piece.start_after is None else self.ks.count_le(piece.start_after)
             b = self.n if piece.end is None else self.ks.count_le(piece.end)
             pages += (b - a) // PAGE
+            pool_left[bisect.bisect_right(self.part_bounds, a)] += (b - a) // PAGE
         remote, local = self._pieces["remote"], self._pieces["local"]
         self._pieces = {"remote": 0, "local": 0}
         return Sample(
@@ -167,6 +172,7 @@ class TracedSim(Sim):
             streams,
             left,
             paced,
+            pool_left,
         )
 
 
@@ -224,11 +230,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "\n| t | listing | idle | pool pieces | pool pages | hungry | pieces given: remote / local "
-        "| per partition: streams / pages left / paced |"
+        "| per partition: streams / pages left / paced / open ranges' pages |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for s in trace.samples:
-        parts = " · ".join(f"{a}/{b}/{c}" for a, b, c in zip(s.streams, s.pages_left, s.paced, strict=True))
+        parts = " · ".join(
+            f"{a}/{b}/{c}/{d}"
+            for a, b, c, d in zip(s.streams, s.pages_left, s.paced, s.pool_left, strict=True)
+        )
         print(
             f"| {s.t:.1f} | {s.listing} | {s.idle} | {s.pool_pieces} | {s.pool_pages} | {s.hungry} "
             f"| {s.remote_pieces} / {s.local_pieces} | {parts} |"

@@ -38,6 +38,7 @@ def test_the_samples_follow_the_run() -> None:
         assert s.listing + s.idle == 20 * 4
         assert sum(s.streams) <= s.listing
         assert all(p <= n for p, n in zip(s.paced, s.streams, strict=True))
+        assert sum(s.pool_left) == s.pool_pages
     assert (
         sum(s.remote_pieces + s.local_pieces for s in trace.samples)
         <= trace.remote_pieces + trace.local_pieces

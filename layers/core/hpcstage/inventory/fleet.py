@@ -1256,7 +1256,7 @@ def hunger_share(hungry: int, live: int, left_keys: float, page_keys: int, floor
     hungry lister among a thousand draws a piece of the largest remainder of each of them into the open
     ranges. That is more than the hungry need, and it is what moves work between S3 partitions in the middle
     of a large run: the pieces come from the largest remainders, and whoever finishes next claims one at
-    random. (Simulator, 1B uniform: from t = 18 s, when the open ranges first run dry, 150-800 pieces a half
+    random. (Simulator, 1B uniform: from t = 18 s, when the open ranges first run dry, 120-830 pieces a half
     second while zero or one lister is hungry. Rounded at random to an expected 2 x hungry pieces a poll
     instead, 1B uniform took 35.7 s against 33.6 and multi-tenant 45.0 against 38.8: one partition's backlog
     was left to its own streams. bench/RESULTS.md, 2026-11-26, third session.)"""
