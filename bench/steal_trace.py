@@ -5,8 +5,9 @@
     python -m bench.steal_trace --size 25e6 --shape multi-tenant --ranges
 
 Prints, every ``--every`` seconds of the run up to ``--until``: the streams listing and idle, the pieces
-waiting in the store's open ranges (and the pages they hold), the hungry listers, the pieces split off since
-the sample before (for other listers / for the donor's own idle streams); and per S3 partition
+waiting in the store's open ranges (and the pages they hold), the hungry listers (and in brackets the hunger
+items' count, what busy listers read: the two differ by the ADDs in flight), the pieces split off since the
+sample before (for other listers / for the donor's own idle streams); and per S3 partition
 (``SimParams.s3.objects_per_partition`` keys each, as the simulator throttles them): the streams listing
 there, the pages left in their ranges, how many of them their pacer holds below the unpaced rate, and the pages
 of the open ranges that start there.
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         f"exact {res.exact}"
     )
     print(
-        "\n| t | listing | idle | pool pieces | pool pages | hungry | pieces given: remote / local "
+        "\n| t | listing | idle | pool pieces | pool pages | hungry (items) | pieces given: remote / local "
         "| per partition: streams / pages left / paced / open ranges' pages |"
     )
     print("|---|---|---|---|---|---|---|---|")
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             for a, b, c, d in zip(s.streams, s.pages_left, s.paced, s.pool_left, strict=True)
         )
         print(
-            f"| {s.t:.1f} | {s.listing} | {s.idle} | {s.pool_pieces} | {s.pool_pages} | {s.hungry} "
+            f"| {s.t:.1f} | {s.listing} | {s.idle} | {s.pool_pieces} | {s.pool_pages} | {s.hungry} ({s.hunger_items}) "
             f"| {s.remote_pieces} / {s.local_pieces} | {parts} |"
         )
     if args.ranges:
