@@ -24,13 +24,13 @@ import bisect
 import math
 import sys
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from hpcstage.inventory.fleet import MIN_SPLIT_PAGES
 from hpcstage.inventory.model import KeyRange
 
-from bench.sim.des import OK, PAGE, Config, Lease, Node, Result, Sim, Stream
+from bench.sim.des import OK, PAGE, Config, Lease, Result, Sim, Stream
 from bench.sim.des_shapes import ALL_SHAPES, make_any
 from bench.sim.params import DEFAULT, SimParams
 
@@ -90,27 +90,23 @@ class TracedSim(Sim):
         self.trace = trace
         self._next_sample = 0.0
         self._requests: dict[int, int] = defaultdict(int)  # id(stream) -> requests of its current range
-        self._serving = "remote"  # who asked for the split under way (on_busy_poll or maybe_split_local)
-        self._pieces = {"remote": 0, "local": 0}  # since the last sample
-
-    def on_busy_poll(self, node: Node) -> None:
-        self._serving = "remote"
-        super().on_busy_poll(node)
+        # a split under way asked for by maybe_split_local (the donor's own idle streams), else by on_busy_poll
+        self._local = False
+        self._sampled_pieces = (0, 0)  # (remote, local) pieces at the last sample
 
     def maybe_split_local(self, st: Stream) -> None:
-        self._serving = "local"
+        self._local = True
         try:
             super().maybe_split_local(st)
         finally:
-            self._serving = "remote"
+            self._local = False
 
     def engine_split(self, st: Stream, ways: int) -> tuple[list[KeyRange], float]:
         pieces, delay = super().engine_split(st, ways)
-        self._pieces[self._serving] += len(pieces)
-        if self._serving == "remote":
-            self.trace.remote_pieces += len(pieces)
-        else:
+        if self._local:
             self.trace.local_pieces += len(pieces)
+        else:
+            self.trace.remote_pieces += len(pieces)
         return pieces, delay
 
     def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
@@ -158,8 +154,9 @@ class TracedSim(Sim):
             b = self.n if piece.end is None else self.ks.count_le(piece.end)
             pages += (b - a) // PAGE
             pool_left[bisect.bisect_right(self.part_bounds, a)] += (b - a) // PAGE
-        remote, local = self._pieces["remote"], self._pieces["local"]
-        self._pieces = {"remote": 0, "local": 0}
+        now_pieces = (self.trace.remote_pieces, self.trace.local_pieces)
+        remote, local = (a - b for a, b in zip(now_pieces, self._sampled_pieces, strict=True))
+        self._sampled_pieces = now_pieces
         return Sample(
             self.now,
             listing,
@@ -177,6 +174,13 @@ class TracedSim(Sim):
         )
 
 
+def fleet_config(listers: int = 1000, per_lister: int = 8) -> Config:
+    """The fleet as bench.steal_bench runs it by default: paced listers, the fleet's split floor."""
+    return Config(
+        mode="fleet", pace=True, min_split_pages=MIN_SPLIT_PAGES, listers=listers, per_lister=per_lister
+    )
+
+
 def run(
     shape: str,
     n: int,
@@ -187,8 +191,7 @@ def run(
     until: float = math.inf,
 ) -> tuple[Result, Trace]:
     """One fleet run of ``n`` keys of ``shape`` (bench.sim.des_shapes), traced."""
-    if cfg is None:
-        cfg = Config(mode="fleet", pace=True, min_split_pages=MIN_SPLIT_PAGES)
+    cfg = cfg if cfg is not None else fleet_config()
     trace = Trace(every, until)
     sim = TracedSim(make_any(shape, n), cfg, seed, params, trace=trace)
     return sim.run(), trace
@@ -218,11 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--until", type=float, default=math.inf, help="the last sample's time")
     ap.add_argument("--ranges", action="store_true", help="the ranges listed, by size, and their overhead")
     args = ap.parse_args(argv)
-    cfg = replace(
-        Config(mode="fleet", pace=True, min_split_pages=MIN_SPLIT_PAGES),
-        listers=args.listers,
-        per_lister=args.per_lister,
-    )
+    cfg = fleet_config(args.listers, args.per_lister)
     res, trace = run(args.shape, int(args.size), args.seed, cfg, every=args.every, until=args.until)
     print(
         f"{args.shape} {args.size:g} seed {args.seed}: {res.makespan:.1f} s, floor {res.floor:.1f} s, "

@@ -14,6 +14,7 @@ from hpcstage.inventory.model import KeyRange
 from bench import keyspace as K
 from bench.sim.des import Config, PageKeys, Sim, complement, simulate, static_ranges
 from bench.sim.des_shapes import make_any
+from bench.steal_trace import run as traced_run
 
 
 def _explicit(shape: str, n: int) -> K.Keyspace:
@@ -326,10 +327,8 @@ def test_a_listers_hunger_count_is_taken_back_even_when_it_got_work_before_its_c
 
 
 def test_the_hunger_items_never_count_more_listers_than_are_hungry() -> None:
-    from bench.steal_trace import run
-
     for shape in ("uniform", "multi-tenant"):
-        res, trace = run(
+        res, trace = traced_run(
             shape, 400_000, seed=3, cfg=Config(mode="fleet", listers=40, per_lister=4, pace=True), every=0.1
         )
         assert res.exact, res.exact_detail

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
-from hpcstage.inventory.fleet import MIN_SPLIT_PAGES
 
 from bench.sim.des import Config
-from bench.steal_trace import RangeDone, by_size, main, run
+from bench.steal_trace import RangeDone, by_size, fleet_config, main, run
 
 
 def _cfg() -> Config:
-    return replace(Config(mode="fleet", pace=True, min_split_pages=MIN_SPLIT_PAGES), listers=20, per_lister=4)
+    return fleet_config(listers=20, per_lister=4)
 
 
 @pytest.mark.parametrize("shape", ["multi-tenant", "uniform", "deep-tree"])
