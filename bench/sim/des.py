@@ -695,6 +695,8 @@ class Sim:
         if self.cfg.page_poll and self.cfg.mode == "fleet" and self.now - node.last_poll >= self.cfg.poll_s:
             # fleet.Lister.wanted, asked after every page: the hunger shards are read at most every poll_s
             self.poll_hunger(node)
+        # fleet.Lister.wanted: the lister's idle streams are fed first, by this split; the remote share read
+        # from the hunger items follows (on_busy_poll), cut from what the donor kept
         self.maybe_split_local(st)
         self.next_page(st, max(tc, node.cpu_free))
 

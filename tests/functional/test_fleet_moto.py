@@ -659,7 +659,9 @@ def test_the_fleets_hunger_goes_to_the_stream_with_the_most_keys_left_then_to_th
 ) -> None:
     """fleet.Lister.wanted: the remote share read from the hunger items goes to the listing stream with the
     largest ``left()`` (an unknown estimate, inf, first); a stream whose split gave nothing (``refused``) is
-    passed over until the next read of the hunger items. Local hunger goes to any stream."""
+    passed over until the next read of the hunger items. Local hunger goes to any stream, and first: while an
+    idle stream of the lister is not fed, the donor too is asked for its piece alone, and for the remote share
+    once the piece is queued."""
     lister = lister_of_a_new_run(aws, hunger_poll_s=3600.0)
     # another lister, hungry, and this one busy: one piece is wanted of this lister
     lister.store.add_hunger(0, 1, "live")
@@ -680,9 +682,12 @@ def test_the_fleets_hunger_goes_to_the_stream_with_the_most_keys_left_then_to_th
     assert [wanted(d) for d in (small, unknown, large)] == [0, 0, 0]  # every stream refused
     lister._hunger_at = -math.inf  # noqa: SLF001 - a new read: every stream may give again
     assert [wanted(small), wanted(unknown)] == [0, 1]
-    with lister._cv:  # noqa: SLF001 - an idle stream of its own: local hunger, for any stream
+    with lister._cv:  # noqa: SLF001 - an idle stream of its own: local hunger, for any stream, first
         lister._idle = 1  # noqa: SLF001
-    assert [wanted(small), wanted(unknown)] == [1, 2]
+    assert [wanted(small), wanted(unknown)] == [1, 1]
+    with lister._cv:  # noqa: SLF001 - the piece it gave, queued for the idle stream (as Lister.give queues it)
+        lister._queue.append(KeyRange(id="local-1", start_after="k", end="m"))  # noqa: SLF001
+    assert [wanted(small), wanted(unknown)] == [0, 1]  # fed: the donor's remote share comes next
 
 
 @pytest.mark.parametrize(

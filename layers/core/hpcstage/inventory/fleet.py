@@ -1847,7 +1847,14 @@ class Lister:
         the fleet's hunger (read from the hunger items at most every ``hunger_poll_s``) when ``stream`` is its
         donor: the stream with the most keys left by estimate (``_Stream.left``; unknown counts as most) among
         those listing whose split has not come back empty since that read. (Simulator, largest first against
-        whichever stream's page came first: bench/RESULTS.md, 2026-11-26.)"""
+        whichever stream's page came first: bench/RESULTS.md, 2026-11-26.)
+
+        The lister's own idle streams come first: while any is not yet fed, this counts only them, and the
+        donor's remote share follows at its next ``serve`` (its next page, or GIVE_WHILE_WAITING_S while that
+        page is awaited), cut from what it kept. One split for both handed the idle streams the pieces
+        nearest the donor and the rest of its remainder to the fleet; at the ramp the new listers' own local
+        splits then piled up wherever those few pieces lay (simulator, 1B uniform seeds 1-3: 35.4, 34.5, 38.1 s
+        against 33.6, 33.5, 33.2; bench/RESULTS.md, 2026-11-26, fourth session)."""
         with self._cv:
             local = self._idle - len(self._queue)
         donor: _Stream | None = None  # computed at a read of the hunger items, else when needed
@@ -1869,10 +1876,12 @@ class Lister:
                 left = donor.left() if donor is not None else 0.0
                 self._hunger_seen = hunger_share(hungry, live, left, opts.page_size, floor)
                 self._hunger_served = 0
+            if local > 0:
+                return local
             remote = max(0, self._hunger_seen - self._hunger_served)
             if remote and stream is not None and stream is not (donor or self._donor()):
                 remote = 0
-        return max(0, local) + remote
+        return remote
 
     def _donor(self) -> _Stream | None:
         """The stream the remote share goes to (see ``wanted``); None when every listing stream refused."""
