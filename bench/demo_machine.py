@@ -32,11 +32,12 @@ from typing import Any
 from hpcstage.local import LocalAws
 from hpcstage.localcli import (
     DEMO_BUCKET,
-    DEMO_FLEET,
     QUIET_ENV,
     _project_root,
     _s5cmd_du,
+    demo_fleet,
     demo_objects,
+    demo_s3_readers,
     local_parameters,
     run_inventory_machine,
 )
@@ -68,7 +69,7 @@ class ListTimes:
 
     def since(self, t: float, aws: Any) -> list[tuple[float, float]]:
         if aws.s3 is not None:  # S3 in its own process: it keeps the same record
-            return [(a, d) for a, d, bucket in aws.s3.lists(t) if bucket == DEMO_BUCKET]
+            return [(a, d) for a, d, bucket, _ in aws.s3.lists(t) if bucket == DEMO_BUCKET]
         with self.lock:
             return [(a, d) for a, d in self.times if a >= t]
 
@@ -220,11 +221,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--objects", type=int, default=100_000)
     ap.add_argument("--s3", choices=("process", "embedded"), default="process", help="where S3 is served")
     ap.add_argument(
+        "--readers",
+        type=int,
+        default=None,
+        help="reader processes of the S3 process (default: the demo's, localcli.demo_s3_readers)",
+    )
+    ap.add_argument(
         "--timeline", action="store_true", help="print when each step of a run's start and end happened"
     )
     args = ap.parse_args(argv)
     sizings = [tuple(int(x) for x in s.lower().split("x")) for s in args.sizing] or [
-        (DEMO_FLEET["max_listers"], DEMO_FLEET["streams"])
+        (demo_fleet()["max_listers"], demo_fleet()["streams"])
     ]
     os.environ.update(QUIET_ENV)
     lists = ListTimes()
@@ -233,7 +240,10 @@ def main(argv: list[str]) -> int:
     if args.timeline:
         timeline.install()
     root = _project_root()
-    with LocalAws(server=True, s3_process=args.s3 == "process") as aws:
+    in_process = args.s3 == "process"
+    readers = (demo_s3_readers() if args.readers is None else args.readers) if in_process else 0
+    print(f"S3: {'a process of its own' if in_process else 'this process'}, {readers} readers", flush=True)
+    with LocalAws(server=True, s3_process=in_process, s3_readers=readers) as aws:
         aws.client("s3").create_bucket(Bucket=DEMO_BUCKET)
         objects = demo_objects(args.objects)
         aws.seed_objects(DEMO_BUCKET, objects)

@@ -32,13 +32,25 @@ QUIET_ENV = {
     "POWERTOOLS_DEV": "false",
 }
 DEMO_BUCKET = "demo-research-data"
-# The fleet's size for the demo's endpoint: moto renders a 1,000-key page in ~0.3-0.45 s of CPU under one
-# interpreter lock (in a process of its own since the demo serves S3 from one), so one stream keeps it busy;
-# the lister requests its next page while it writes the last one. Every other stream only adds requests (the
-# splits' partial and over-read pages) and lock contention at the endpoint. Measured on the demo's 100,000
-# objects with S3 in its own process (bench/RESULTS.md, "make demo"): 1 x 1 stream 37.8 s and 100 LIST requests,
-# 1 x 2 streams 71.8 s and 234, 1 x 4 streams 158.1 s and 237.
-DEMO_FLEET = {"max_listers": 1, "streams": 1}
+# The fleet's size for the demo's endpoint: moto renders a 1,000-key page in ~0.13 s of CPU under one
+# interpreter lock, so a process of it serves one page at a time. The demo's S3 has a reader process a core
+# (``demo_s3_readers``), each rendering the seeded bucket's pages, and the fleet one stream a reader: more
+# streams only add requests (the splits' partial pages) and wait for the same cores. Measured on the demo's
+# 100,000 objects with 2 readers on 2 cores (`python -m bench.demo_machine 1x1 1x2 1x4`, bench/RESULTS.md):
+# 1 x 1 stream 16.4 s and 100 LIST requests, 1 x 2 streams 9.1 s and 123, 1 x 4 streams 11.0 s and 138, against
+# `s5cmd du` 14.2 s. (With one S3 process and no readers: 1 x 1 37.8 s, 1 x 2 71.8 s, 1 x 4 158.1 s.)
+
+
+def demo_s3_readers() -> int:
+    """The demo S3's reader processes: one a core (at most 4: each holds a copy of the bucket)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def demo_fleet() -> dict[str, int]:
+    """The inventory's fleet on the demo's endpoint: one lister, a stream per S3 reader."""
+    return {"max_listers": 1, "streams": demo_s3_readers()}
+
+
 CLASSES = [
     ("STANDARD", 70),
     ("INTELLIGENT_TIERING", 12),
@@ -287,8 +299,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         flush=True,
     )
     # S3 in a process of its own (s5cmd and the listers reach it at the same endpoint): it renders pages on
-    # a core of its own instead of under this process's interpreter lock (bench/RESULTS.md, "make demo").
-    with LocalAws(server=True, s3_process=True) as aws:
+    # a core of its own instead of under this process's interpreter lock (bench/RESULTS.md, "make demo"),
+    # and its readers render the seeded bucket's pages side by side, a process a core, as S3 serves
+    # parallel listers (hpcstage.local.s3process, readers)
+    with LocalAws(server=True, s3_process=True, s3_readers=demo_s3_readers()) as aws:
         s3 = aws.client("s3")
         s3.create_bucket(Bucket=DEMO_BUCKET)
         t = time.monotonic()
@@ -306,7 +320,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         print("3. running the inventory state machine (events/inventory-bucket.json):", flush=True)
         event = json.loads((root / "events" / "inventory-bucket.json").read_text())
-        event.update({**DEMO_FLEET, "stats_depth": 2})  # two levels to drill into
+        event.update({**demo_fleet(), "stats_depth": 2})  # two levels to drill into
         t = time.monotonic()
         res = run_inventory_machine(aws, deployed, event)
         if not res.succeeded:

@@ -124,6 +124,8 @@ class LocalAws:
     ``AWS_ENDPOINT_URL_S3``; the other services stay in this process's server. Its pages are then rendered
     on a core of their own instead of under this process's interpreter lock. Seed it with ``seed_objects``;
     the process ends when the ``with`` does (error and Ctrl-C included) or when this process dies.
+    ``s3_readers=n``: n more processes render the ListObjectsV2 pages of seeded buckets that nothing changed
+    since, so that parallel listers are served in parallel, as S3 serves them (``s3process``, readers).
 
     Either way Lambda handlers run in this process, in the thread that invokes them.
 
@@ -140,11 +142,17 @@ class LocalAws:
         patches: tuple[str, ...] = motopatch.PATCH_GROUPS,
         quiet: bool = True,
         s3_process: bool = False,
+        s3_readers: int = 0,
     ) -> None:
         if s3_process and not server:
             raise ValueError("LocalAws(s3_process=True) needs server=True: S3 is then reached over HTTP")
+        if s3_readers and not s3_process:
+            raise ValueError(
+                "LocalAws(s3_readers=...) needs s3_process=True: the readers serve that process's S3"
+            )
         self.region = region
         self.s3_process = s3_process
+        self.s3_readers = s3_readers
         self.s3: S3Process | None = None
         self.quiet = quiet
         self.server = server
@@ -211,7 +219,7 @@ class LocalAws:
         os.environ["AWS_ENDPOINT_URL"] = self.endpoint_url
 
     def _start_s3_process(self, stack: ExitStack) -> None:
-        s3 = S3Process(self.host)
+        s3 = S3Process(self.host, readers=self.s3_readers)
         stack.callback(self._forget_s3)
         stack.callback(s3.stop)
         self.s3 = s3

@@ -12,7 +12,18 @@ hpcstage's ``s3_listing`` patch (the sorted key index) and writes one JSON line 
   objects straight into the backend (sizes recorded, no bodies stored; ~25k objects a second, where PUTs over
   HTTP manage a few hundred): ``{"ok": true, "objects": n}``.
 - ``{"op": "lists", "since": t}``: the ListObjectsV2 requests served since ``t`` (``time.monotonic()``, one
-  clock for every process of the machine) as ``[arrival, seconds, bucket]``: ``{"ok": true, "lists": [...]}``.
+  clock for every process of the machine) as ``[arrival, seconds, bucket, reader]`` (``reader``: the index of
+  the reader that rendered it, -1 for this process): ``{"ok": true, "lists": [...]}``.
+- ``{"op": "route", "readers": [url, ...]}`` and ``{"op": "freeze", "bucket": B}``: see readers, below.
+
+**Readers** (``S3Process(readers=n)``, ``LocalAws(s3_readers=n)``): moto renders a page in ~0.13 s of one
+interpreter, so a process serves ListObjectsV2 one page at a time however many clients ask at once, unlike S3.
+With readers, ``n`` more such processes are seeded with the same objects (and the same LastModified), and the
+first process (the front, at ``endpoint_url``) hands each ListObjectsV2 of a *frozen* bucket to the next reader
+in turn and relays its answer: pages of one bucket are then rendered on as many cores. A bucket is frozen when
+it is seeded and everything it holds came from seeding; any other request that may change it (every method but
+GET and HEAD, on that bucket) thaws it for good before it is served, so a reader never answers for a bucket the
+front has changed. Everything else is served by the front as before.
 
 End of file on its stdin stops the server and ends the process: the parent closing the pipe, exiting or
 dying (even by SIGKILL) all end it. It ignores SIGINT, so a Ctrl-C in the terminal reaches the parent, which
@@ -21,15 +32,21 @@ still has its S3 while it cleans up and then closes the pipe.
 
 from __future__ import annotations
 
+import http.client
+import ipaddress
+import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-from datetime import timedelta
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from typing import IO, Any
+from urllib.parse import parse_qs, urlsplit
 
 # How long the parent waits for the child to bind its port (importing moto takes 1-3 s on a busy machine)
 # and for it to exit once its stdin is closed, before killing it.
@@ -56,25 +73,44 @@ class S3ProcessError(RuntimeError):
 SeedRow = tuple[str, int, str, float | None]
 
 
-def put_sized_objects(bucket: str, rows: list[SeedRow]) -> int:
-    """Objects straight into this process's moto S3 backend: sizes recorded, bodies not stored."""
+def put_sized_objects(bucket: str, rows: list[SeedRow], now: float | None = None) -> int:
+    """Objects straight into this process's moto S3 backend: sizes recorded, bodies not stored. ``now``
+    (seconds since the epoch): the LastModified of the rows without an age (default: the time of the call),
+    so that processes seeded alike report the same times."""
     from moto.core.utils import utcnow
     from moto.s3.models import s3_backends
 
     backend = s3_backends[ACCOUNT_ID]["aws"]
-    now = utcnow()
+    at = utcnow() if now is None else datetime.fromtimestamp(now, UTC).replace(tzinfo=None)
     for key, size, storage_class, age_days in rows:
         fake = backend.put_object(bucket, key, b"", storage=storage_class)
         fake.contentsize = size  # moto reports Size from this; no need to hold the bytes in memory
-        if age_days is not None:
-            fake.last_modified = now - timedelta(days=age_days)
+        fake.last_modified = at if age_days is None else at - timedelta(days=age_days)
     return len(rows)
 
 
 class S3Process:
-    """The parent's handle on the child: its endpoint, its commands, and its end."""
+    """The parent's handle on the child (and on its readers, if any): its endpoint, its commands, and its end."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", readers: int = 0) -> None:
+        if readers < 0:
+            raise ValueError(f"readers must be 0 or more, not {readers}")
+        self.readers: list[S3Process] = []
+        self._start(host)
+        if readers:
+            try:
+                with ThreadPoolExecutor(readers) as pool:  # each imports moto: 1-3 s, side by side
+                    futures = [pool.submit(S3Process, host) for _ in range(readers)]
+                errors = [f.exception() for f in futures if f.exception() is not None]
+                self.readers = [f.result() for f in futures if f.exception() is None]
+                if errors:
+                    raise errors[0]  # type: ignore[misc]  # the readers that started are stopped below
+                self.command("route", readers=[r.endpoint_url for r in self.readers])
+            except BaseException:
+                self.stop()
+                raise
+
+    def _start(self, host: str) -> None:
         env = {**os.environ, **FAKE_CREDENTIALS, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(  # noqa: S603 - our own module, no shell
             [sys.executable, "-c", _CHILD, host],
@@ -126,12 +162,38 @@ class S3Process:
             return self._read_line(timeout_s, op)
 
     def seed(self, bucket: str, rows: list[SeedRow]) -> int:
-        return int(self.command("seed", bucket=bucket, objects=rows)["objects"])
+        """Put the rows into ``bucket`` (which must exist at the front); with readers, into theirs too (the
+        bucket made there in the front's region), then freeze it at the front (see the module doc)."""
+        now = time.time()
+        answer = self.command("seed", bucket=bucket, objects=rows, now=now)
+        if self.readers:
+            region = str(answer["region"])
+            with ThreadPoolExecutor(len(self.readers)) as pool:
+                list(
+                    pool.map(
+                        lambda r: r.command("seed", bucket=bucket, objects=rows, now=now, region=region),
+                        self.readers,
+                    )
+                )
+            self.command("freeze", bucket=bucket)
+        return int(answer["objects"])
 
-    def lists(self, since: float = 0.0) -> list[tuple[float, float, str]]:
-        return [(a, s, b) for a, s, b in self.command("lists", since=since)["lists"]]
+    def lists(self, since: float = 0.0) -> list[tuple[float, float, str, int]]:
+        return [(a, s, b, int(r)) for a, s, b, r in self.command("lists", since=since)["lists"]]
+
+    def frozen(self) -> list[str]:
+        """The buckets whose ListObjectsV2 the readers serve now."""
+        return [str(b) for b in self.command("frozen")["buckets"]]
 
     def stop(self) -> None:
+        """Stop the front, then the readers."""
+        try:
+            self._stop()
+        finally:
+            for r in self.readers:
+                r.stop()
+
+    def _stop(self) -> None:
         """Close the child's stdin (it stops serving and exits); kill it if it has not exited in time."""
         if self.proc.poll() is None:
             try:
@@ -157,11 +219,137 @@ class S3Process:
 class _ListTimes:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.lists: list[tuple[float, float, str]] = []
+        self.lists: list[tuple[float, float, str, int]] = []
 
-    def since(self, t: float) -> list[tuple[float, float, str]]:
+    def since(self, t: float) -> list[tuple[float, float, str, int]]:
         with self.lock:
             return [entry for entry in self.lists if entry[0] >= t]
+
+
+# Headers of a relayed answer that describe the connection, not the answer (the front's own server sets them).
+_HOP_HEADERS = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "content-length", "date", "server", "proxy-connection"}
+)
+
+
+_NEXT_TOKEN = re.compile(rb"<NextContinuationToken>([^<]*)</NextContinuationToken>")
+
+
+def _path_style(host: str) -> bool:
+    """Whether a request to ``host`` (its Host header) names its bucket in the path: the host is an IP
+    address or ``localhost``, not ``<bucket>.<endpoint>``."""
+    name = urlsplit(f"//{host}").hostname or ""
+    if name == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+class _Router:
+    """The front's WSGI application: a ListObjectsV2 of a frozen bucket goes to a reader, the rest to moto."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.lock = threading.Lock()
+        self.readers: list[tuple[str, int]] = []
+        self.frozen: set[str] = set()
+        # bucket -> objects seeded into it; a request that may change a bucket once its seeding began thaws
+        # it for good (before, CreateBucket or a PUT: the count at ``freeze`` shows anything not seeded)
+        self.seeded: dict[str, int] = {}
+        self.thawed: set[str] = set()
+        self._turn = itertools.count()
+        # continuation token -> the reader that issued it (a token names a position in that process's memory)
+        self.tokens: dict[str, int] = {}
+        self._local = threading.local()  # this server thread's connection to each reader
+        self.served_by = threading.local()  # the reader of this thread's last request (-1: none)
+
+    def freeze(self, bucket: str) -> bool:
+        """Frozen when readers exist and the front's bucket holds exactly what was seeded into it."""
+        from moto.s3.models import s3_backends
+
+        held = len(s3_backends[ACCOUNT_ID]["aws"].get_bucket(bucket).keys)
+        with self.lock:
+            if self.readers and bucket not in self.thawed and held == self.seeded.get(bucket, 0):
+                self.frozen.add(bucket)
+                return True
+            return False
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        self.served_by.index = -1
+        method = environ.get("REQUEST_METHOD", "GET")
+        if not _path_style(environ.get("HTTP_HOST", "")):
+            # the bucket is in the host name (virtual-hosted style): not relayed, and a change thaws them all
+            if method not in ("GET", "HEAD"):
+                with self.lock:
+                    self.thawed.update(self.seeded)
+                    self.frozen.clear()
+            return self.app(environ, start_response)
+        bucket = environ.get("PATH_INFO", "").lstrip("/").split("/", 1)[0]
+        if bucket and method not in ("GET", "HEAD"):
+            with self.lock:
+                self.frozen.discard(bucket)
+                if bucket in self.seeded:
+                    self.thawed.add(bucket)
+        elif (
+            method == "GET"
+            and bucket
+            and "list-type=2" in environ.get("QUERY_STRING", "")
+            and bucket in self.frozen  # a set lookup: a stale read only sends a frozen bucket's list to moto
+        ):
+            answer = self._relay(environ)
+            if answer is not None:
+                status, headers, body = answer
+                start_response(status, headers)
+                return [body]
+        return self.app(environ, start_response)
+
+    def _relay(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes] | None:
+        """The request, sent to the next reader; None when that reader cannot be reached (moto answers)."""
+        token = parse_qs(environ.get("QUERY_STRING", "")).get("continuation-token", [None])[0]
+        with self.lock:
+            if not self.readers:
+                return None
+            if token is not None:
+                found = self.tokens.get(token)
+                if found is None:
+                    return None  # not a reader's: the front's own, or unknown (moto answers either)
+                index = found
+            else:
+                index = next(self._turn) % len(self.readers)
+            host, port = self.readers[index]
+        conns: dict[int, http.client.HTTPConnection] = self._local.__dict__.setdefault("conns", {})
+        headers = {
+            key[5:].replace("_", "-").title(): value
+            for key, value in environ.items()
+            if key.startswith("HTTP_") and key[5:].replace("_", "-").lower() not in _HOP_HEADERS
+        }
+        target = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+        if not target:
+            query = environ.get("QUERY_STRING", "")
+            target = environ.get("PATH_INFO", "/") + (f"?{query}" if query else "")
+        for _ in range(2):  # a kept connection the reader closed meanwhile: once more on a new one
+            conn = conns.get(index)
+            if conn is None:
+                conn = conns[index] = http.client.HTTPConnection(host, port, timeout=START_TIMEOUT_S)
+            try:
+                conn.request("GET", target, headers=headers)
+                resp = conn.getresponse()
+                body = resp.read()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                del conns[index]
+                continue
+            self.served_by.index = index
+            following = _NEXT_TOKEN.search(body)
+            if following is not None:
+                with self.lock:
+                    self.tokens[following.group(1).decode()] = index
+            kept = [(k, v) for k, v in resp.getheaders() if k.lower() not in _HOP_HEADERS]
+            return f"{resp.status} {resp.reason}", [*kept, ("Content-Length", str(len(body)))], body
+        return None
 
 
 def _serve(host: str, protocol: IO[str]) -> None:
@@ -179,6 +367,7 @@ def _serve(host: str, protocol: IO[str]) -> None:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     patches = sorted(motopatch.apply_patches(("s3_listing",)))
     times = _ListTimes()
+    router = _Router(DomainDispatcherApplication(create_backend_app))
 
     class Handler(MotoRequestHandler):  # type: ignore[misc]
         def run_wsgi(self) -> None:
@@ -188,12 +377,13 @@ def _serve(host: str, protocol: IO[str]) -> None:
             finally:
                 path, _, query = self.path.partition("?")
                 if self.command == "GET" and "list-type=2" in query:
+                    reader = getattr(router.served_by, "index", -1)
                     with times.lock:
-                        times.lists.append((start, time.monotonic() - start, path.strip("/").split("/")[0]))
+                        times.lists.append(
+                            (start, time.monotonic() - start, path.strip("/").split("/")[0], reader)
+                        )
 
-    server = make_server(
-        host, 0, DomainDispatcherApplication(create_backend_app), True, request_handler=Handler
-    )
+    server = make_server(host, 0, router, True, request_handler=Handler)
     thread = threading.Thread(target=server.serve_forever, name="s3-server", daemon=True)
     thread.start()
     protocol.write(json.dumps({"port": server.server_address[1], "patches": patches}) + "\n")
@@ -204,16 +394,20 @@ def _serve(host: str, protocol: IO[str]) -> None:
                 request = json.loads(line)
                 op = request.get("op")
                 if op == "seed":
-                    rows = [
-                        (str(k), int(s), str(c), None if a is None else float(a))
-                        for k, s, c, a in request["objects"]
-                    ]
-                    answer: dict[str, Any] = {
-                        "ok": True,
-                        "objects": put_sized_objects(request["bucket"], rows),
-                    }
+                    answer = _seed(request, router)
                 elif op == "lists":
                     answer = {"ok": True, "lists": times.since(float(request.get("since", 0.0)))}
+                elif op == "route":
+                    with router.lock:
+                        router.readers = [
+                            (str(u.hostname), int(u.port or 80)) for u in map(urlsplit, request["readers"])
+                        ]
+                    answer = {"ok": True}
+                elif op == "freeze":
+                    answer = {"ok": True, "frozen": router.freeze(str(request["bucket"]))}
+                elif op == "frozen":
+                    with router.lock:
+                        answer = {"ok": True, "buckets": sorted(router.frozen)}
                 else:
                     answer = {"error": f"unknown op {op!r}"}
             except Exception as err:  # noqa: BLE001 - answered to the parent, which raises it
@@ -223,6 +417,26 @@ def _serve(host: str, protocol: IO[str]) -> None:
     finally:
         server.shutdown()
         thread.join()
+
+
+def _seed(request: dict[str, Any], router: _Router) -> dict[str, Any]:
+    """The ``seed`` command: the rows into the bucket (made first, in ``region``, when the command names one
+    and the bucket is missing: a reader's copy of the front's bucket); answers the bucket's region."""
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[ACCOUNT_ID]["aws"]
+    bucket = str(request["bucket"])
+    region = request.get("region")
+    if region is not None and bucket not in backend.buckets:
+        backend.create_bucket(bucket, str(region))
+    rows = [(str(k), int(s), str(c), None if a is None else float(a)) for k, s, c, a in request["objects"]]
+    backend.get_bucket(bucket)  # MissingBucket before anything is counted
+    with router.lock:
+        router.frozen.discard(bucket)  # frozen again by ``freeze`` once the readers have these rows too
+        router.seeded[bucket] = router.seeded.get(bucket, 0) + len(rows)
+    now = request.get("now")
+    n = put_sized_objects(bucket, rows, None if now is None else float(now))
+    return {"ok": True, "objects": n, "region": backend.get_bucket(bucket).region_name}
 
 
 def main(argv: list[str]) -> int:
