@@ -84,11 +84,16 @@ def cpu_note(aws: Any, before: tuple[float, float]) -> str:
     here = cpu_s(os.getpid()) - before[0]
     if aws.s3 is None:
         return f"CPU {here:.1f} s in this process (S3 included)"
-    return f"CPU {here:.1f} s in this process, {cpu_s(aws.s3.pid) - before[1]:.1f} s in the S3 process"
+    return f"CPU {here:.1f} s in this process, {s3_cpu_s(aws) - before[1]:.1f} s in the S3 processes (readers too)"
+
+
+def s3_cpu_s(aws: Any) -> float:
+    """CPU seconds of the S3 process and its readers."""
+    return sum(cpu_s(p.pid) for p in (aws.s3, *aws.s3.readers))
 
 
 def cpu_now(aws: Any) -> tuple[float, float]:
-    return cpu_s(os.getpid()), cpu_s(aws.s3.pid) if aws.s3 is not None else 0.0
+    return cpu_s(os.getpid()), s3_cpu_s(aws) if aws.s3 is not None else 0.0
 
 
 class Timeline:
