@@ -1853,7 +1853,7 @@ class Lister:
         donor's remote share follows at its next ``serve`` (its next page, or GIVE_WHILE_WAITING_S while that
         page is awaited), cut from what it kept. One split for both handed the idle streams the pieces
         nearest the donor and the rest of its remainder to the fleet, and at the ramp the fan-out then rooted
-        around the open-ended last piece (simulator, 1B uniform seeds 1-3: 35.4, 34.5, 38.1 s against 33.6,
+        around the open-ended last piece (simulator, 1B uniform seeds 1-3: 35.4, 38.1, 34.4 s against 33.6,
         33.5, 33.2; bench/RESULTS.md, 2026-11-26, fourth session)."""
         with self._cv:
             local = self._idle - len(self._queue)
