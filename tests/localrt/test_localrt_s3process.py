@@ -144,6 +144,23 @@ def test_only_a_request_to_an_address_names_its_bucket_in_the_path(host: str, pa
     assert _path_style(host) is path_style
 
 
+def test_a_new_listing_goes_to_the_least_busy_reader_and_a_token_to_its_own() -> None:
+    from hpcstage.local.s3process import _Router
+
+    router = _Router(app=None)
+    assert router.pick(None) is None  # no readers: the front answers
+    router.readers = [("127.0.0.1", 1), ("127.0.0.1", 2), ("127.0.0.1", 3)]
+    router.inflight = [0, 0, 0]
+    assert [router.pick(None) for _ in range(4)] == [0, 1, 2, 0]  # in turn among equals
+    router.inflight = [2, 1, 1]
+    assert [router.pick(None) for _ in range(2)] == [1, 2]  # the least busy, in turn among those
+    router.inflight = [0, 3, 3]
+    router.tokens["t-1"] = 2
+    assert router.pick("t-1") == 2  # busy, but the token is its
+    assert router.pick("t-unknown") is None
+    assert router.pick(None) == 0
+
+
 def test_readers_need_the_s3_process() -> None:
     with pytest.raises(ValueError, match=r"s3_readers=\.\.\.\) needs s3_process=True"):
         LocalAws(server=True, s3_readers=2)

@@ -19,8 +19,9 @@ hpcstage's ``s3_listing`` patch (the sorted key index) and writes one JSON line 
 **Readers** (``S3Process(readers=n)``, ``LocalAws(s3_readers=n)``): moto renders a page in ~0.13 s of one
 interpreter, so a process serves ListObjectsV2 one page at a time however many clients ask at once, unlike S3.
 With readers, ``n`` more such processes are seeded with the same objects (and the same LastModified), and the
-first process (the front, at ``endpoint_url``) hands each ListObjectsV2 of a *frozen* bucket to the next reader
-in turn and relays its answer: pages of one bucket are then rendered on as many cores. A bucket is frozen when
+first process (the front, at ``endpoint_url``) hands each ListObjectsV2 of a *frozen* bucket to the reader
+least busy (the next in turn among equals; a continuation token to the reader that issued it) and relays its
+answer: pages of one bucket are then rendered on as many cores. A bucket is frozen when
 it is seeded and everything it holds came from seeding; any other request that may change it (every method but
 GET and HEAD, on that bucket) thaws it for good before it is served, so a reader never answers for a bucket the
 front has changed. Everything else is served by the front as before.
@@ -261,6 +262,7 @@ class _Router:
         self.seeded: dict[str, int] = {}
         self.thawed: set[str] = set()
         self._turn = itertools.count()
+        self.inflight: list[int] = []  # requests each reader is answering now
         # continuation token -> the reader that issued it (a token names a position in that process's memory)
         self.tokens: dict[str, int] = {}
         self._local = threading.local()  # this server thread's connection to each reader
@@ -306,21 +308,28 @@ class _Router:
                 return [body]
         return self.app(environ, start_response)
 
+    def pick(self, token: str | None) -> int | None:
+        """The reader for a ListObjectsV2 (under ``lock``): a token's, or for a new listing (no token) the
+        least busy, the next in turn among equals (a token's pages stay with the reader that issued it, so two
+        streams whose chains met on one reader would otherwise wait for each other while another idles);
+        None: no reader, or a token no reader issued (the front's own or unknown: moto answers either)."""
+        if not self.readers:
+            return None
+        if token is not None:
+            return self.tokens.get(token)
+        turn = next(self._turn)
+        n = len(self.readers)
+        return min(range(n), key=lambda i: (self.inflight[i], (i - turn) % n))
+
     def _relay(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes] | None:
         """The request, sent to the next reader; None when that reader cannot be reached (moto answers)."""
         token = parse_qs(environ.get("QUERY_STRING", "")).get("continuation-token", [None])[0]
         with self.lock:
-            if not self.readers:
+            index = self.pick(token)
+            if index is None:
                 return None
-            if token is not None:
-                found = self.tokens.get(token)
-                if found is None:
-                    return None  # not a reader's: the front's own, or unknown (moto answers either)
-                index = found
-            else:
-                index = next(self._turn) % len(self.readers)
+            self.inflight[index] += 1
             host, port = self.readers[index]
-        conns: dict[int, http.client.HTTPConnection] = self._local.__dict__.setdefault("conns", {})
         headers = {
             key[5:].replace("_", "-").title(): value
             for key, value in environ.items()
@@ -330,6 +339,16 @@ class _Router:
         if not target:
             query = environ.get("QUERY_STRING", "")
             target = environ.get("PATH_INFO", "/") + (f"?{query}" if query else "")
+        try:
+            return self._send(index, host, port, target, headers)
+        finally:
+            with self.lock:
+                self.inflight[index] -= 1
+
+    def _send(
+        self, index: int, host: str, port: int, target: str, headers: dict[str, str]
+    ) -> tuple[str, list[tuple[str, str]], bytes] | None:
+        conns: dict[int, http.client.HTTPConnection] = self._local.__dict__.setdefault("conns", {})
         for _ in range(2):  # a kept connection the reader closed meanwhile: once more on a new one
             conn = conns.get(index)
             if conn is None:
@@ -402,6 +421,7 @@ def _serve(host: str, protocol: IO[str]) -> None:
                         router.readers = [
                             (str(u.hostname), int(u.port or 80)) for u in map(urlsplit, request["readers"])
                         ]
+                        router.inflight = [0] * len(router.readers)
                     answer = {"ok": True}
                 elif op == "freeze":
                     answer = {"ok": True, "frozen": router.freeze(str(request["bucket"]))}
