@@ -235,8 +235,9 @@ def main(argv: list[str]) -> int:
         "--timeline", action="store_true", help="print when each step of a run's start and end happened"
     )
     args = ap.parse_args(argv)
+    fleet = demo_fleet()
     sizings = [tuple(int(x) for x in s.lower().split("x")) for s in args.sizing] or [
-        (demo_fleet()["max_listers"], demo_fleet()["streams"])
+        (fleet["max_listers"], fleet["streams"])
     ]
     os.environ.update(QUIET_ENV)
     lists = ListTimes()

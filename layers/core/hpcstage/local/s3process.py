@@ -102,10 +102,10 @@ class S3Process:
             try:
                 with ThreadPoolExecutor(readers) as pool:  # each imports moto: 1-3 s, side by side
                     futures = [pool.submit(S3Process, host) for _ in range(readers)]
-                errors = [f.exception() for f in futures if f.exception() is not None]
+                errors = [err for f in futures if (err := f.exception()) is not None]
                 self.readers = [f.result() for f in futures if f.exception() is None]
                 if errors:
-                    raise errors[0]  # type: ignore[misc]  # the readers that started are stopped below
+                    raise errors[0]  # the readers that started are stopped below
                 self.command("route", readers=[r.endpoint_url for r in self.readers])
             except BaseException:
                 self.stop()
@@ -322,7 +322,8 @@ class _Router:
         return min(range(n), key=lambda i: (self.inflight[i], (i - turn) % n))
 
     def _relay(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes] | None:
-        """The request, sent to the next reader; None when that reader cannot be reached (moto answers)."""
+        """The request, sent to the reader ``pick`` names; None when there is none or it cannot be reached
+        (moto answers)."""
         token = parse_qs(environ.get("QUERY_STRING", "")).get("continuation-token", [None])[0]
         with self.lock:
             index = self.pick(token)
@@ -450,13 +451,13 @@ def _seed(request: dict[str, Any], router: _Router) -> dict[str, Any]:
     if region is not None and bucket not in backend.buckets:
         backend.create_bucket(bucket, str(region))
     rows = [(str(k), int(s), str(c), None if a is None else float(a)) for k, s, c, a in request["objects"]]
-    backend.get_bucket(bucket)  # MissingBucket before anything is counted
+    region_name = backend.get_bucket(bucket).region_name  # MissingBucket before anything is counted
     with router.lock:
         router.frozen.discard(bucket)  # frozen again by ``freeze`` once the readers have these rows too
         router.seeded[bucket] = router.seeded.get(bucket, 0) + len(rows)
     now = request.get("now")
     n = put_sized_objects(bucket, rows, None if now is None else float(now))
-    return {"ok": True, "objects": n, "region": backend.get_bucket(bucket).region_name}
+    return {"ok": True, "objects": n, "region": region_name}
 
 
 def main(argv: list[str]) -> int:
