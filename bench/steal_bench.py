@@ -22,7 +22,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hpcstage.inventory.fleet import COUNTER_SHARDS, MIN_SPLIT_PAGES, OPEN_SHARDS
+from hpcstage.inventory.fleet import (
+    COUNTER_SHARDS,
+    ENDGAME_MIN_SPLIT_PAGES,
+    ENDGAME_QUIET_S,
+    MIN_SPLIT_PAGES,
+    OPEN_SHARDS,
+)
 from hpcstage.inventory.steal import DEFAULT_MIN_SPLIT_PAGES
 
 from bench.sim.des import Config, Result, sequential_time, simulate
@@ -54,6 +60,8 @@ def configs(args: argparse.Namespace) -> list[Config]:
         largest_first=args.donors == "largest",
         pace_per=args.pace_per,
         share_by_size=args.share == "size",
+        endgame_quiet_s=args.endgame_quiet,
+        endgame_min_split_pages=args.endgame_min_split_pages,
     )
     paces = [False, True] if args.pace == "both" else [args.pace == "on"]
     out: list[Config] = []
@@ -206,6 +214,19 @@ def main(argv: list[str] | None = None) -> int:
         default="stream",
         help="one pacer per stream (default, as fleet.Lister.throttle_for) or one for all of a lister's streams "
         "(the fleet before)",
+    )
+    ap.add_argument(
+        "--endgame-quiet",
+        type=float,
+        default=ENDGAME_QUIET_S,
+        help="seconds without a 503 SlowDown in the fleet before a lister's endgame (default: "
+        "fleet.ENDGAME_QUIET_S, as fleet.py; 0: no endgame)",
+    )
+    ap.add_argument(
+        "--endgame-min-split-pages",
+        type=float,
+        default=ENDGAME_MIN_SPLIT_PAGES,
+        help="the split floor in the endgame (default: fleet.ENDGAME_MIN_SPLIT_PAGES, as fleet.py)",
     )
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")
