@@ -161,23 +161,6 @@ def test_a_new_listing_goes_to_the_least_busy_reader_and_a_token_to_its_own() ->
     assert router.pick(None) == 0
 
 
-def test_the_front_forgets_the_oldest_tokens_past_its_bound() -> None:
-    from hpcstage.local.s3process import REMEMBERED, _Router
-
-    router = _Router(app=None)
-    assert router.remembered == REMEMBERED
-    router.readers = [("127.0.0.1", 1), ("127.0.0.1", 2)]
-    router.inflight = [0, 0]
-    router.remembered = 3
-    for i in range(5):
-        router.remember(f"t-{i}", i % 2)
-    assert router.tokens == {"t-2": 0, "t-3": 1, "t-4": 0}
-    assert router.pick("t-1") is None  # forgotten: the front's moto answers
-    assert router.pick("t-3") == 1
-    router.remember("t-3", 1)  # asked again (a retry): stays, nothing else goes
-    assert list(router.tokens) == ["t-2", "t-3", "t-4"]
-
-
 def test_readers_need_the_s3_process() -> None:
     with pytest.raises(ValueError, match=r"s3_readers=\.\.\.\) needs s3_process=True"):
         LocalAws(server=True, s3_readers=2)

@@ -20,8 +20,8 @@ hpcstage's ``s3_listing`` patch (the sorted key index) and writes one JSON line 
 interpreter, so a process serves ListObjectsV2 one page at a time however many clients ask at once, unlike S3.
 With readers, ``n`` more such processes are seeded with the same objects (and the same LastModified), and the
 first process (the front, at ``endpoint_url``) hands each ListObjectsV2 of a *frozen* bucket to the reader
-least busy (the next in turn among equals; a continuation token to the reader that issued it, of the last
-``REMEMBERED`` tokens) and relays its answer: pages of one bucket are then rendered on as many cores. A bucket is frozen when
+least busy (the next in turn among equals; a continuation token to the reader that issued it) and relays its
+answer: pages of one bucket are then rendered on as many cores. A bucket is frozen when
 it is seeded and everything it holds came from seeding; any other request that may change it (every method but
 GET and HEAD, on that bucket) thaws it for good before it is served, so a reader never answers for a bucket the
 front has changed. Everything else is served by the front as before.
@@ -44,7 +44,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
@@ -54,11 +53,6 @@ from urllib.parse import parse_qs, urlsplit
 # and for it to exit once its stdin is closed, before killing it.
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0
-# What the S3 process remembers of its listings, at most: the reader of each continuation token it relayed and
-# the times of the ListObjectsV2 it answered (the oldest go first). A token is asked for within seconds of its
-# page, so one issued this many pages ago is long spent; a long-lived endpoint stays bounded (about 70 MB for
-# both at 64-character tokens, measured with tracemalloc).
-REMEMBERED = 1 << 18
 ACCOUNT_ID = "123456789012"
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -226,7 +220,7 @@ class S3Process:
 class _ListTimes:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.lists: deque[tuple[float, float, str, int]] = deque(maxlen=REMEMBERED)
+        self.lists: list[tuple[float, float, str, int]] = []
 
     def since(self, t: float) -> list[tuple[float, float, str, int]]:
         with self.lock:
@@ -269,10 +263,8 @@ class _Router:
         self.thawed: set[str] = set()
         self._turn = itertools.count()
         self.inflight: list[int] = []  # requests each reader is answering now
-        # continuation token -> the reader that issued it (a token names a position in that process's memory);
-        # at most ``remembered``, the oldest forgotten first
+        # continuation token -> the reader that issued it (a token names a position in that process's memory)
         self.tokens: dict[str, int] = {}
-        self.remembered = REMEMBERED
         self._local = threading.local()  # this server thread's connection to each reader
         self.served_by = threading.local()  # the reader of this thread's last request (-1: none)
 
@@ -315,14 +307,6 @@ class _Router:
                 start_response(status, headers)
                 return [body]
         return self.app(environ, start_response)
-
-    def remember(self, token: str, index: int) -> None:
-        """``token`` was issued by reader ``index``; past ``remembered`` tokens the oldest is forgotten (a
-        client still holding it is answered by the front's moto, which does not know it: an error)."""
-        with self.lock:
-            self.tokens[token] = index
-            while len(self.tokens) > self.remembered:
-                del self.tokens[next(iter(self.tokens))]
 
     def pick(self, token: str | None) -> int | None:
         """The reader for a ListObjectsV2 (under ``lock``): a token's, or for a new listing (no token) the
@@ -381,7 +365,8 @@ class _Router:
             self.served_by.index = index
             following = _NEXT_TOKEN.search(body)
             if following is not None:
-                self.remember(following.group(1).decode(), index)
+                with self.lock:
+                    self.tokens[following.group(1).decode()] = index
             kept = [(k, v) for k, v in resp.getheaders() if k.lower() not in _HOP_HEADERS]
             return f"{resp.status} {resp.reason}", [*kept, ("Content-Length", str(len(body)))], body
         return None
