@@ -235,7 +235,9 @@ def main(argv: list[str]) -> int:
         "--timeline", action="store_true", help="print when each step of a run's start and end happened"
     )
     args = ap.parse_args(argv)
-    fleet = demo_fleet()
+    in_process = args.s3 == "process"
+    readers = (demo_s3_readers() if args.readers is None else args.readers) if in_process else 0
+    fleet = demo_fleet(readers)  # a stream per reader, as the demo sizes its fleet
     sizings = [tuple(int(x) for x in s.lower().split("x")) for s in args.sizing] or [
         (fleet["max_listers"], fleet["streams"])
     ]
@@ -246,8 +248,6 @@ def main(argv: list[str]) -> int:
     if args.timeline:
         timeline.install()
     root = _project_root()
-    in_process = args.s3 == "process"
-    readers = (demo_s3_readers() if args.readers is None else args.readers) if in_process else 0
     print(f"S3: {'a process of its own' if in_process else 'this process'}, {readers} readers", flush=True)
     with LocalAws(server=True, s3_process=in_process, s3_readers=readers) as aws:
         aws.client("s3").create_bucket(Bucket=DEMO_BUCKET)

@@ -16,3 +16,6 @@ def test_a_reader_and_a_stream_a_core_none_on_one_core_at_most_four(
     monkeypatch.setattr(localcli.os, "cpu_count", lambda: cores)
     assert localcli.demo_s3_readers() == readers
     assert localcli.demo_fleet() == {"max_listers": 1, "streams": streams}
+    # the fleet follows the readers the endpoint has, when named (bench.demo_machine --readers)
+    assert localcli.demo_fleet(0) == {"max_listers": 1, "streams": 1}
+    assert localcli.demo_fleet(3) == {"max_listers": 1, "streams": 3}

@@ -48,9 +48,10 @@ def demo_s3_readers() -> int:
     return min(4, cores) if cores > 1 else 0
 
 
-def demo_fleet() -> dict[str, int]:
-    """The inventory's fleet on the demo's endpoint: one lister, a stream per S3 reader (one without)."""
-    return {"max_listers": 1, "streams": max(1, demo_s3_readers())}
+def demo_fleet(readers: int | None = None) -> dict[str, int]:
+    """The inventory's fleet on the demo's endpoint: one lister, a stream per S3 reader (one without);
+    ``readers``: those the endpoint has (default: the demo's, ``demo_s3_readers``)."""
+    return {"max_listers": 1, "streams": max(1, demo_s3_readers() if readers is None else readers)}
 
 
 CLASSES = [
@@ -304,7 +305,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # a core of its own instead of under this process's interpreter lock (bench/RESULTS.md, "make demo"),
     # and its readers render the seeded bucket's pages side by side, a process a core, as S3 serves
     # parallel listers (hpcstage.local.s3process, readers)
-    with LocalAws(server=True, s3_process=True, s3_readers=demo_s3_readers()) as aws:
+    readers = demo_s3_readers()
+    with LocalAws(server=True, s3_process=True, s3_readers=readers) as aws:
         s3 = aws.client("s3")
         s3.create_bucket(Bucket=DEMO_BUCKET)
         t = time.monotonic()
@@ -322,7 +324,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         print("3. running the inventory state machine (events/inventory-bucket.json):", flush=True)
         event = json.loads((root / "events" / "inventory-bucket.json").read_text())
-        event.update({**demo_fleet(), "stats_depth": 2})  # two levels to drill into
+        event.update({**demo_fleet(readers), "stats_depth": 2})  # two levels to drill into
         t = time.monotonic()
         res = run_inventory_machine(aws, deployed, event)
         if not res.succeeded:

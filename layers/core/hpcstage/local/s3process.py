@@ -236,6 +236,11 @@ _HOP_HEADERS = frozenset(
 _NEXT_TOKEN = re.compile(rb"<NextContinuationToken>([^<]*)</NextContinuationToken>")
 
 
+def _bucket_of(path: str) -> str:
+    """The bucket a path-style request names ("/bucket/key" -> "bucket"; "" for the service)."""
+    return path.lstrip("/").split("/", 1)[0]
+
+
 def _path_style(host: str) -> bool:
     """Whether a request to ``host`` (its Host header) names its bucket in the path: the host is an IP
     address or ``localhost``, not ``<bucket>.<endpoint>``."""
@@ -289,7 +294,7 @@ class _Router:
                     self.thawed.update(self.seeded)
                     self.frozen.clear()
             return self.app(environ, start_response)
-        bucket = environ.get("PATH_INFO", "").lstrip("/").split("/", 1)[0]
+        bucket = _bucket_of(environ.get("PATH_INFO", ""))
         if bucket and method not in ("GET", "HEAD"):
             with self.lock:
                 self.frozen.discard(bucket)
@@ -399,9 +404,7 @@ def _serve(host: str, protocol: IO[str]) -> None:
                 if self.command == "GET" and "list-type=2" in query:
                     reader = getattr(router.served_by, "index", -1)
                     with times.lock:
-                        times.lists.append(
-                            (start, time.monotonic() - start, path.strip("/").split("/")[0], reader)
-                        )
+                        times.lists.append((start, time.monotonic() - start, _bucket_of(path), reader))
 
     server = make_server(host, 0, router, True, request_handler=Handler)
     thread = threading.Thread(target=server.serve_forever, name="s3-server", daemon=True)
