@@ -62,6 +62,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         share_by_size=args.share == "size",
         endgame_quiet_s=args.endgame_quiet,
         endgame_min_split_pages=args.endgame_min_split_pages,
+        endgame_pace=args.endgame_floor == "pace",
     )
     paces = [False, True] if args.pace == "both" else [args.pace == "on"]
     out: list[Config] = []
@@ -227,6 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=ENDGAME_MIN_SPLIT_PAGES,
         help="the split floor in the endgame (default: fleet.ENDGAME_MIN_SPLIT_PAGES, as fleet.py)",
+    )
+    ap.add_argument(
+        "--endgame-floor",
+        choices=("pace", "fixed"),
+        default="pace",
+        help="the endgame splits down to what a stream lists while the fleet, at its pace, lists what its "
+        "listers hold (fleet.endgame_floor, as fleet.py: default), or always to --endgame-min-split-pages "
+        "(the fleet before 2026-11-26's sixth session)",
     )
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")

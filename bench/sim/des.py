@@ -41,7 +41,7 @@ import random
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, overload
 
 from hpcstage.inventory.fleet import (
@@ -52,10 +52,13 @@ from hpcstage.inventory.fleet import (
     LEASE_READERS,
     LEASE_SHARDS,
     OPEN_SHARDS,
+    PROGRESS_CLIP_FLOORS,
     REDUCE_MARGIN_S,
     ROLLUP_READS,
     ROLLUP_SHARDS,
     ROLLUP_WAIT_S,
+    FleetPace,
+    endgame_floor,
     hunger_share,
 )
 from hpcstage.inventory.keys import ByteInterval
@@ -100,6 +103,10 @@ class Config:
     # endgame_min_split_pages until its own next 503. 0: off (the fleet before 2026-11-25)
     endgame_quiet_s: float = ENDGAME_QUIET_S
     endgame_min_split_pages: float = ENDGAME_MIN_SPLIT_PAGES
+    # the endgame's split floor follows the fleet's pace (fleet.endgame_floor: the listers tell their pages
+    # left and listed in their hunger items at each read of them), between endgame_min_split_pages and the
+    # policy's floor; False: always endgame_min_split_pages (the fleet before 2026-11-26's sixth session)
+    endgame_pace: bool = True
     # a split's directory requests go at once (lister.list_range); False: one after the other (the fleet
     # before 2026-11-23)
     parallel_explore: bool = True
@@ -311,6 +318,7 @@ class Stream:
         "epoch",
         "hold",
         "pacer",
+        "sent_at",
     )
 
     def __init__(self, sid: int, node: Node) -> None:
@@ -329,6 +337,7 @@ class Stream:
         self.epoch = 0
         self.hold = 0.0  # its next LIST waits for the directory requests of a split (Cursor.explore)
         self.pacer = Pacer(0.0)  # its own, when Config.pace_per is "stream"
+        self.sent_at = 0.0  # when its attempt in flight was sent
 
 
 class Node:
@@ -371,6 +380,11 @@ class Node:
         "last_poll",
         "pending",
         "hunger_counted",
+        "told_left",
+        "told_pages",
+        "page_s",
+        "pace",
+        "eg_floor",
     )
 
     def __init__(self, nid: int, k: int, cpu_per_page: float, quota: int, home: int) -> None:
@@ -413,6 +427,14 @@ class Node:
         self.t503_written = -math.inf  # when it last wrote a 503's time into its hunger item
         self.fleet_t503 = -math.inf  # the latest 503 it read in the hunger items
         self.endgame = False  # its last read of the hunger items showed no 503 for Config.endgame_quiet_s
+        # fleet.Lister.tell_progress / endgame_floor: what it last told its hunger item of its pages left and
+        # listed, its page time (a moving average of its answered attempts), the fleet's pace from its reads,
+        # and the endgame's split floor of its last read
+        self.told_left = 0
+        self.told_pages = 0
+        self.page_s: float | None = None
+        self.pace = FleetPace()
+        self.eg_floor = ENDGAME_MIN_SPLIT_PAGES
 
 
 @dataclass
@@ -422,6 +444,9 @@ class Shard:
     hunger: int = 0
     # the last 503 SlowDown a lister of this hunger shard wrote (Config.endgame_quiet_s)
     t503: float = -math.inf
+    # its listers' pages left by estimate and pages listed, as they told (fleet.FleetStore.add_progress)
+    left: int = 0
+    pages: int = 0
 
 
 @dataclass
@@ -614,6 +639,7 @@ class Sim:
         self.send(st, at, attempt)
 
     def send(self, st: Stream, t: float, attempt: int) -> None:
+        st.sent_at = t
         r0 = st.rank
         r1 = min(self.n, r0 + PAGE)
         sp = self.p.s3
@@ -648,6 +674,10 @@ class Sim:
             self.paced(st, now, outcome == SLOWDOWN)
         if outcome == SLOWDOWN:
             self.tick(1)
+        else:
+            # fleet.Lister._latency: the page time, a moving average of the attempts S3 answered but with 503
+            lat = now - st.sent_at
+            node.page_s = lat if node.page_s is None else node.page_s + (lat - node.page_s) / 20
         if outcome != OK:
             # a paced lister retries a 503 SlowDown after at most one pacer window, whatever botocore's
             # retry quota says (fleet._Throttle.retry_delay through s3util's needs-retry hook); every other
@@ -766,6 +796,48 @@ class Sim:
         """fleet.Lister.endgame: no 503 SlowDown in the hunger items for endgame_quiet_s."""
         return node.endgame
 
+    def split_policy(self, node: Node) -> SplitPolicy:
+        """The policy of the lister's splits (lister.list_range's): the endgame's floor while in it."""
+        if not self.endgame(node):
+            return self.policy
+        if not self.cfg.endgame_pace:
+            return self.endgame_policy
+        return replace(self.policy, min_split_pages=node.eg_floor)
+
+    def node_left(self, node: Node) -> int:
+        """fleet.Lister.tell_progress: the pages the lister holds by estimate (its listing streams' ranges and
+        the pieces queued for its idle ones, each at most PROGRESS_CLIP_FLOORS split floors)."""
+        clip = PROGRESS_CLIP_FLOORS * self.policy.min_split_pages * PAGE
+        keys = float(sum(min(clip, p.estimate) for p, _ in node.queue))
+        for st in node.streams:
+            if st.state == "list" and st.cursor is not None and st.last:
+                k = self.left(st)
+                if math.isfinite(k) and k > 0:
+                    keys += min(clip, k)
+        return round(keys / PAGE)
+
+    def tell_progress(self, node: Node, t: float) -> None:
+        """fleet.Lister.tell_progress: the change in its pages left and listed, into its hunger item."""
+        if not self.cfg.endgame_pace or self.cfg.mode != "fleet":
+            return
+        left = self.node_left(node)
+        d_left, d_pages = left - node.told_left, node.pages - node.told_pages
+        if not d_left and not d_pages:
+            return
+        node.told_left, node.told_pages = left, node.pages
+        self.at(
+            self.ddb(t, "progress", writes={f"hunger:{node.home}": 1}),
+            self.on_progress,
+            node.home,
+            d_left,
+            d_pages,
+        )
+
+    def on_progress(self, shard: int, d_left: int, d_pages: int) -> None:
+        sh = self.shards[shard]
+        sh.left += d_left
+        sh.pages += d_pages
+
     def engine_split(self, st: Stream, ways: int) -> tuple[list[KeyRange], float]:
         """The donor's split (as lister.list_range does it: directory requests first, when the remainder
         crosses directories); returns the pieces and how long the directory requests took."""
@@ -780,7 +852,7 @@ class Sim:
         delay = 0.0
         sp = self.p.s3
         sent = 0
-        policy = self.endgame_policy if self.endgame(node) else self.policy
+        policy = self.split_policy(node)
         while sent < MAX_EXPLORE:
             limit = MAX_EXPLORE - sent if self.cfg.parallel_explore else 1
             queries = st.cursor.explore_all(ways, policy, limit)
@@ -1054,6 +1126,8 @@ class Sim:
     def check_idle(self, node: Node, t: float) -> None:
         mode = self.cfg.mode
         if mode == "fleet":
+            if not node.listing and node.alive:
+                self.tell_progress(node, t)  # fleet.Lister.acquire: nothing listing here
             if not node.listing and node.unrolled and node.alive:
                 # fleet.Lister.write_rollup: nothing listing here, so the lister writes its roll-up (a PUT,
                 # then the item naming it; the listing goes on meanwhile)
@@ -1377,6 +1451,7 @@ class Sim:
 
     def poll_hunger(self, node: Node) -> None:
         node.last_poll = self.now
+        self.tell_progress(node, self.now)
         reads = {f"hunger:{i}": 1 for i in range(self.cfg.shards)}
         self.at(self.ddb(self.now, "poll_busy", reads=reads), self.on_busy_poll, node)
 
@@ -1390,6 +1465,12 @@ class Sim:
         node.fleet_t503 = max(node.fleet_t503, max(s.t503 for s in self.shards))
         q = self.cfg.endgame_quiet_s
         node.endgame = bool(q) and node.fleet_t503 > -math.inf and self.now - node.fleet_t503 >= q
+        pace = node.pace.read(self.now, max(0, sum(s.pages for s in self.shards)))
+        if node.endgame and self.cfg.endgame_pace:
+            hi = self.policy.min_split_pages
+            lo = self.endgame_policy.min_split_pages
+            told = max(0, sum(s.left for s in self.shards))
+            node.eg_floor = endgame_floor(told, pace, node.page_s, lo, hi, stale_s=self.cfg.poll_s / 2)
         # fleet.Lister.wanted: the hunger shards hold the hungry listers and the live ones; each busy
         # lister serves its share of the hunger (twice over: shares are uneven) in each poll window
         hunger = sum(s.hunger for s in self.shards)
@@ -1404,7 +1485,7 @@ class Sim:
             cands.sort(key=lambda s: -self.left(s))
         # the lister's share (fleet.hunger_share): by what its largest stream holds, or the fair share only
         left = self.left(cands[0]) if self.cfg.share_by_size and cands else 0.0
-        floor = (self.endgame_policy if self.endgame(node) else self.policy).min_split_pages
+        floor = self.split_policy(node).min_split_pages
         k = hunger_share(hunger, self.live, left, PAGE, floor)
         for st in cands:
             if k <= 0:

@@ -6,6 +6,7 @@ Small key spaces (1e4-2e5 objects) so the file runs in seconds; no timing assert
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hpcstage.inventory import fleet
@@ -211,6 +212,35 @@ def test_listers_note_503s_once_a_window_and_enter_the_endgame_only_after_a_thro
     host.s3_limit = 60
     host_res = host.run()
     assert host_res.throttled > 0 and "t503" not in host_res.ddb_calls
+
+
+def test_listers_tell_their_progress_and_the_endgame_floor_stays_between_its_bounds() -> None:
+    """fleet.Lister.tell_progress / endgame_floor as modelled: every page a lister listed reaches the hunger
+    items (told at its reads and when it has nothing listing), nothing is left there at the end, and each
+    lister's endgame floor is between the endgame's minimum and the policy's floor; with the fixed endgame
+    (``Config.endgame_pace`` off) nothing is told."""
+    ks = make_any("uniform", 400_000)
+    cfg = Config(mode="fleet", listers=8, per_lister=8, pace=True, min_split_pages=16)
+    sim = Sim(ks, cfg, seed=3)
+    sim.s3_limit = 60  # a small partition: the 64 streams throttle it
+    res = sim.run()
+    assert res.exact, res.exact_detail
+    assert res.ddb_calls["progress"] > 0
+    assert (
+        sum(s.pages for s in sim.shards)
+        == res.list_requests - res.dir_requests
+        == sum(n.pages for n in sim.nodes)
+    )
+    assert sum(s.left for s in sim.shards) == 0
+    lo, hi = cfg.endgame_min_split_pages, cfg.min_split_pages
+    assert all(lo <= n.eg_floor <= hi for n in sim.nodes)
+    # the fleet's pace and what its listers hold set floors between the bounds (this seed: 6-13 pages)
+    assert any(lo < n.eg_floor < hi for n in sim.nodes) and any(n.endgame for n in sim.nodes)
+    fixed = Sim(ks, replace(cfg, endgame_pace=False), seed=3)
+    fixed.s3_limit = 60
+    fixed_res = fixed.run()
+    assert fixed_res.exact and "progress" not in fixed_res.ddb_calls
+    assert all(s.pages == 0 and s.left == 0 for s in fixed.shards)
 
 
 def test_the_counter_is_spread_as_in_the_fleet_and_read_after_each_finish() -> None:

@@ -565,9 +565,14 @@ def test_each_hunger_shard_is_an_item_of_its_own_partition_key_and_hunger_sums_t
         if it["pk"]["S"].startswith("run#run-hg#")
     }
     assert items == {"run#run-hg#hunger#3": ("count", "1", "1"), "run#run-hg#hunger#15": ("count", "1", "1")}
-    assert store.hunger() == (2, 2, 0)
+    assert store.hunger() == (2, 2, 0, 0, 0)
     store.add_hunger(0, -5)
-    assert store.hunger() == (0, 2, 0)
+    assert store.hunger() == (0, 2, 0, 0, 0)
+    store.add_progress(3, 40, 7)
+    store.add_progress(15, 20, 3)
+    store.add_progress(3, -10, 5)
+    read = store.hunger()
+    assert (read.hungry, read.live, read.left, read.pages) == (0, 2, 50, 15)
 
 
 def lister_of_a_new_run(
@@ -635,6 +640,85 @@ def test_a_lister_notes_a_503_once_a_window_and_a_fleet_quiet_for_the_endgame_re
     assert not lister.endgame and len(notes) == 2
     assert fast_options().listing.endgame_min_split_pages is None  # the tests' listing options: none
     assert fleet.ListerOptions().listing.endgame_min_split_pages == fleet.ENDGAME_MIN_SPLIT_PAGES
+
+
+def test_a_lister_tells_its_pages_left_and_listed_once_per_change_and_again_after_a_failed_write(
+    aws: tuple[Any, Any],
+) -> None:
+    """fleet.Lister.tell_progress: the change of its pages left by estimate (streams listing, an unknown
+    estimate not counted, each at most PROGRESS_CLIP_FLOORS split floors; pieces queued for its idle
+    streams) and of its pages listed since it last told, added to its hunger item; nothing when nothing
+    changed; a write that failed is in the next one."""
+    lister = lister_of_a_new_run(aws, hunger_poll_s=3600.0)
+    page = lister.options.listing.page_size
+    clip = fleet.PROGRESS_CLIP_FLOORS * lister.options.listing.policy.min_split_pages  # pages
+    writes: list[tuple[int, int, int]] = []
+    real = lister.store.add_progress
+    fail = [False]
+
+    def add_progress(shard: int, left: int, pages: int) -> None:
+        writes.append((shard, left, pages))
+        if fail[0]:
+            raise RuntimeError("throttled")
+        real(shard, left, pages)
+
+    lister.store.add_progress = add_progress  # type: ignore[method-assign]
+    set_listing_streams(lister, Donor(0, 3 * page), Donor(1, math.inf), Donor(2, 100 * clip * page))
+    with lister._cv:  # noqa: SLF001 - a piece queued for an idle stream, and pages listed
+        lister._queue.append(KeyRange(id="q", start_after="a", end="b", estimate=2 * page))  # noqa: SLF001
+        lister._pages = 9  # noqa: SLF001
+    lister.tell_progress()
+    home = lister.home
+    assert writes == [(home, 3 + clip + 2, 9)]
+    lister.tell_progress()
+    assert len(writes) == 1  # nothing changed
+    set_listing_streams(lister, Donor(0, page))
+    with lister._cv:  # noqa: SLF001
+        lister._queue.clear()  # noqa: SLF001
+        lister._pages = 12  # noqa: SLF001
+    fail[0] = True
+    lister.tell_progress()
+    assert writes[-1] == (home, 1 - (3 + clip + 2), 3)
+    fail[0] = False
+    lister.tell_progress()  # the failed change again
+    assert writes[-1] == (home, 1 - (3 + clip + 2), 3)
+    read = lister.store.hunger()
+    assert (read.left, read.pages) == (1, 12)
+
+
+def test_the_endgame_floor_is_what_a_stream_lists_while_the_fleet_lists_what_its_listers_hold(
+    aws: tuple[Any, Any],
+) -> None:
+    """fleet.Lister.wanted in the endgame: the floor its streams split down to (``list_range``'s ``endgame``)
+    is the pages one stream lists (the lister's page time) while the fleet, at its pace, lists the pages the
+    hunger items hold, between ENDGAME_MIN_SPLIT_PAGES and the policy's floor; outside the endgame, none."""
+    clock = Clock()
+    lister = lister_of_a_new_run(aws, hunger_poll_s=0.0, clock=clock)
+    listing = replace(
+        lister.options.listing,
+        policy=SplitPolicy(min_split_pages=16, page_keys=100),
+        endgame_min_split_pages=4,
+    )
+    lister.options = replace(lister.options, listing=listing)
+    lister.store.note_slowdown(0)
+    set_listing_streams(lister, Donor(0, 3_000.0), Donor(1, 3_000.0), Donor(2, math.inf))
+    lister._pace = fleet.FleetPace(min_s=3600.0)  # noqa: SLF001 - the fleet lists 1,000 pages a second
+    lister._pace.pace = 1_000.0  # noqa: SLF001
+    lister._page_s = 0.01  # noqa: SLF001 - a page every 10 ms
+    lister.wanted()
+    assert not lister.endgame and lister._endgame_floor == 16  # noqa: SLF001 - the 503 is fresh
+    clock.offset += fleet.ENDGAME_QUIET_S + 0.1
+    set_listing_streams(lister, Donor(0, 3_000.0), Donor(1, 3_000.0), Donor(2, math.inf))
+    lister.wanted()
+    # 60 pages held, 0.06 s at 1,000 a second, six pages of 10 ms
+    assert lister.endgame and lister._endgame_floor == pytest.approx(6.0)  # noqa: SLF001
+    set_listing_streams(lister, Donor(0, 1_000.0))
+    lister.wanted()
+    assert lister._endgame_floor == 4  # noqa: SLF001 - 10 pages: 1 page of 10 ms, below the minimum
+    lister._page_s = None  # noqa: SLF001 - no attempt answered yet
+    set_listing_streams(lister, Donor(0, 3_000.0), Donor(1, 3_000.0))
+    lister.wanted()
+    assert lister._endgame_floor == 4  # noqa: SLF001
 
 
 def set_listing_streams(lister: fleet.Lister, *donors: Donor) -> None:

@@ -19,6 +19,8 @@ in exactly one of three places, all in one DynamoDB table (PK ``pk``, SK ``sk``,
 Hunger counters (``pk=run#<run>#hunger#<h>``, h = 0..15, ``sk=count``: one partition key each, as the counters;
 a thousand busy listers read all sixteen twice a second) say how many listers have idle streams and found
 nothing to do; busy streams read them (one BatchGetItem per lister at most every ``hunger_poll_s``) and split.
+They also hold the newest 503 SlowDown a lister of the shard saw (``t503``), and its listers' pages left by
+estimate and pages listed (``left``, ``pages``: the endgame's split floor, ``endgame_floor``).
 
 The protocol (every write conditional, so a lister that lost a race or its lease never corrupts the run):
 
@@ -146,7 +148,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import BucketError, IncompleteInventoryError, InputError
 from ..inputs import validate
@@ -237,6 +239,20 @@ MIN_SPLIT_PAGES = 2 * DEFAULT_MIN_SPLIT_PAGES
 # 0.3-0.5 % more requests than 4-page ones for a similar end.
 ENDGAME_QUIET_S = 1.0
 ENDGAME_MIN_SPLIT_PAGES = DEFAULT_MIN_SPLIT_PAGES / 2
+# How small the endgame splits (``endgame_floor``): a piece that a stream lists in the time the fleet needs for
+# the work left at its pace ends with the fleet, so only larger remainders are cut, down to that size. The
+# listers tell the fleet what they hold (pages left by estimate) and what they listed through their hunger
+# items (``FleetStore.add_progress``, at each read of the items); the pace is the fleet's pages between two
+# reads at least PACE_MIN_S apart. Before, the endgame cut every remainder down to ENDGAME_MIN_SPLIT_PAGES:
+# at 25M objects it began with half the listing left, while the partition was still at its cap, and its
+# pieces put twice the streams the partition serves on it (simulator, 25M dated: 2,528 ranges under 16
+# pages, 6.95 % LIST overhead; bench/RESULTS.md, 2026-11-26, sixth session).
+PACE_MIN_S = 0.4
+# A stream tells at most this many split floors of its remainder (``Lister.tell_progress``): the endgame floor
+# is at most one, and a few remainders estimated thousands of pages too high swamped the sum (tree estimates
+# over uneven fan-outs; simulator, 100M deep-tree: 4,725 pages estimated where 34 were left, the fleet's sum
+# three times the truth in the tail).
+PROGRESS_CLIP_FLOORS = 4
 # The hunger a lister reads from the store goes to its stream with the most keys left (``Lister.wanted``),
 # which gives after its page or, while the page is late (a paced slot at the partition's cap), every this many
 # seconds from its own thread (``ListOptions.give_while_waiting_s``).
@@ -249,6 +265,16 @@ _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
 Clock = Callable[[], float]
 
 logger = logging.getLogger(__name__)
+
+
+class HungerRead(NamedTuple):
+    """The hunger items summed (``FleetStore.hunger``)."""
+
+    hungry: int  # listers with an idle stream that found nothing to claim
+    live: int  # listers running
+    t503: int  # the newest 503 SlowDown a lister noted (``note_slowdown``; epoch ms, 0: none)
+    left: int  # pages the listers hold, by their estimates, as they last told (``add_progress``)
+    pages: int  # pages the listers listed, as they last told
 
 
 class CountersBusy(Exception):
@@ -1212,16 +1238,28 @@ class FleetStore:
         )
 
     # hunger
-    def hunger(self) -> tuple[int, int, int]:
-        """(hungry listers, live listers) summed over the hunger shards, and the newest 503 SlowDown any
-        lister noted there (``note_slowdown``; epoch ms, 0: none): one BatchGetItem."""
+    def hunger(self) -> HungerRead:
+        """The hunger items summed (``HungerRead``): one BatchGetItem."""
         keys = [self.hunger_key(s) for s in range(HUNGER_SHARDS)]
         got = self.ddb.batch_get_item(RequestItems={self.table: {"Keys": keys}})
         items = [_item(raw) for raw in got.get("Responses", {}).get(self.table, [])]
         hungry = sum(int(it.get("n", 0)) for it in items)
         live = sum(int(it.get("live", 0)) for it in items)
         t503 = max((int(it.get("t503", 0)) for it in items), default=0)
-        return max(0, hungry), max(0, live), t503
+        left = sum(int(it.get("left", 0)) for it in items)
+        pages = sum(int(it.get("pages", 0)) for it in items)
+        return HungerRead(max(0, hungry), max(0, live), t503, max(0, left), max(0, pages))
+
+    def add_progress(self, shard: int, left: int, pages: int) -> None:
+        """Add to a hunger shard's pages left by estimate (``left``) and pages listed (``pages``): a lister's
+        change since it last told (``Lister.tell_progress``)."""
+        self.ddb.update_item(
+            TableName=self.table,
+            Key=self.hunger_key(shard),
+            UpdateExpression="ADD #l :l, #p :p SET expires = :x",
+            ExpressionAttributeNames={"#l": "left", "#p": "pages"},
+            ExpressionAttributeValues={":l": _n(left), ":p": _n(pages), ":x": self._expires()},
+        )
 
     def note_slowdown(self, shard: int) -> None:
         """A lister of this hunger shard saw a 503 SlowDown now (the endgame's signal: ENDGAME_QUIET_S)."""
@@ -1265,6 +1303,39 @@ def hunger_share(hungry: int, live: int, left_keys: float, page_keys: int, floor
     if math.isfinite(left_keys) and left_keys > 0 and floor_pages > 0:
         held = int(left_keys / page_keys / (2 * floor_pages))
     return min(hungry, max(fair, held))
+
+
+def endgame_floor(
+    left_pages: float, pace: float | None, page_s: float | None, lo: float, hi: float, stale_s: float = 0.0
+) -> float:
+    """The endgame's split floor (pages), between ``lo`` (ENDGAME_MIN_SPLIT_PAGES) and ``hi`` (the policy's
+    floor): the pages one stream lists (a page every ``page_s`` seconds) while the fleet, at ``pace`` pages a
+    second, lists the ``left_pages`` it holds. A smaller piece would end before the fleet does and only adds
+    a request; a larger one is the fleet's tail and is cut. ``left_pages`` was told ``stale_s`` ago on average
+    (the listers tell at their reads of the hunger items, every ``hunger_poll_s``: half that), so the fleet has
+    listed ``pace x stale_s`` of it since. Unknown pace or page time: ``lo``."""
+    if not pace or pace <= 0 or not page_s or page_s <= 0 or not math.isfinite(left_pages):
+        return lo
+    left = max(0.0, left_pages - pace * stale_s)
+    return min(hi, max(lo, left / pace / page_s))
+
+
+class FleetPace:
+    """The fleet's pace (pages a second) from the pages its listers told the hunger items (``pages``, summed by
+    ``FleetStore.hunger``): the difference between two reads at least PACE_MIN_S apart (monotonic seconds)."""
+
+    def __init__(self, min_s: float = PACE_MIN_S) -> None:
+        self.min_s = min_s
+        self.pace: float | None = None
+        self._at: tuple[float, int] | None = None
+
+    def read(self, now: float, pages: int) -> float | None:
+        if self._at is None or pages < self._at[1]:
+            self._at = (now, pages)
+        elif now - self._at[0] >= self.min_s:
+            self.pace = (pages - self._at[1]) / (now - self._at[0])
+            self._at = (now, pages)
+        return self.pace
 
 
 def send_result(sfn: Any, token: str, output: dict[str, Any]) -> bool:
@@ -1417,6 +1488,7 @@ class _Throttle:
         clock: Callable[[], float] = time.monotonic,
         on_slowdown: Callable[[], None] = lambda: None,
         quiet: Callable[[], bool] = lambda: False,
+        on_latency: Callable[[float], None] = lambda _s: None,
     ) -> None:
         self.clock = clock
         self.deadline = deadline
@@ -1426,6 +1498,10 @@ class _Throttle:
         # (the endgame: the attempt runs unpaced)
         self.on_slowdown = on_slowdown
         self.quiet = quiet
+        # the seconds from an attempt's slot to its answer, for every attempt S3 answered other than 503
+        # (the lister's page time: endgame_floor); a stream has one attempt in flight at a time
+        self.on_latency = on_latency
+        self._sent: float | None = None
 
     @property
     def throttles(self) -> int:
@@ -1433,9 +1509,13 @@ class _Throttle:
 
     def answered(self, slowdown: bool) -> None:
         with self.lock:
-            self.pacer.record(self.clock(), 1, int(slowdown))
+            now = self.clock()
+            self.pacer.record(now, 1, int(slowdown))
+            sent, self._sent = self._sent, None
         if slowdown:
             self.on_slowdown()
+        elif sent is not None:
+            self.on_latency(now - sent)
 
     def wait(self) -> None:
         """Sleep until this attempt's slot (or until the lister nears its deadline); when the next window's
@@ -1453,6 +1533,8 @@ class _Throttle:
                 time.sleep(min(0.05, at - now))
                 now = self.clock()
             if granted or self.deadline():
+                with self.lock:
+                    self._sent = self.clock()
                 return
 
     def retry_delay(self, attempts: int) -> float:
@@ -1701,6 +1783,15 @@ class Lister:
         self._hunger_seen = 0
         self._hunger_served = 0
         self._hunger_at = 0.0
+        # the endgame's split floor (``endgame_floor``), set at each read of the hunger items: the fleet's pace
+        # from them, this lister's page time (a moving average of its attempts' latency), and what it last told
+        # the fleet of its pages left and listed (``tell_progress``)
+        self._endgame_floor = ENDGAME_MIN_SPLIT_PAGES
+        self._pace = FleetPace()
+        self._page_s: float | None = None
+        self._progress_lock = threading.Lock()
+        self._told_left = 0
+        self._told_pages = 0
         # the streams listing now, and those whose split gave nothing since the last read of the hunger items
         # (``wanted``: the remote share goes to the largest of the others)
         self._listing: dict[int, _Stream] = {}
@@ -1744,9 +1835,45 @@ class Lister:
         with self._cv:
             if index not in self._throttles:
                 self._throttles[index] = _Throttle(
-                    self.near_deadline, on_slowdown=self._slowdown, quiet=lambda: self.endgame
+                    self.near_deadline,
+                    on_slowdown=self._slowdown,
+                    quiet=lambda: self.endgame,
+                    on_latency=self._latency,
                 )
             return self._throttles[index]
+
+    def _latency(self, seconds: float) -> None:
+        """An attempt answered in ``seconds``: the lister's page time, a moving average (1/20 of each new one;
+        two streams racing here only lose a sample)."""
+        page_s = self._page_s
+        self._page_s = seconds if page_s is None else page_s + (seconds - page_s) / 20
+
+    def tell_progress(self) -> None:
+        """Tell the fleet, in this lister's hunger item, how its pages left by estimate (its streams' ranges,
+        ``_Stream.left``, and the pieces queued for them, each at most PROGRESS_CLIP_FLOORS split floors) and
+        its pages listed changed since it last told: at
+        each read of the hunger items, when none of its streams is listing, and when it exits. A write that
+        fails is told again at the next call."""
+        page = self.options.listing.page_size
+        clip = PROGRESS_CLIP_FLOORS * self.options.listing.policy.min_split_pages * page
+        with self._cv:
+            streams = list(self._listing.values())
+            left_keys = float(sum(min(clip, r.estimate) for r in self._queue))
+            pages = self._pages
+        left_keys += sum(min(clip, k) for k in (st.left() for st in streams) if math.isfinite(k) and k > 0)
+        left = round(left_keys / page)
+        with self._progress_lock:
+            d_left, d_pages = left - self._told_left, pages - self._told_pages
+            if not d_left and not d_pages:
+                return
+            self._told_left, self._told_pages = left, pages
+        try:
+            self.store.add_progress(self.home, d_left, d_pages)
+        except Exception:  # noqa: BLE001 - a signal, not state: the listing goes on without it
+            logger.warning("run %s: could not tell progress to hunger shard %d", self.cfg.run_id, self.home)
+            with self._progress_lock:
+                self._told_left -= d_left
+                self._told_pages -= d_pages
 
     @property
     def throttles(self) -> int:
@@ -1862,9 +1989,11 @@ class Lister:
             now = time.monotonic()
             if now - self._hunger_at >= self.options.hunger_poll_s:
                 self._hunger_at = now
-                hungry, live, t503 = self.store.hunger()
-                self.endgame = t503 > 0 and self.store.now_ms() - t503 >= ENDGAME_QUIET_S * 1000
-                hungry = max(0, hungry - (1 if self._hungry else 0))
+                self.tell_progress()
+                read = self.store.hunger()
+                self.endgame = read.t503 > 0 and self.store.now_ms() - read.t503 >= ENDGAME_QUIET_S * 1000
+                pace = self._pace.read(now, read.pages)
+                hungry = max(0, read.hungry - (1 if self._hungry else 0))
                 # this lister's share of the fleet's hunger (``hunger_share``); the remainder is served by
                 # the next poll
                 self._refused.clear()
@@ -1872,9 +2001,12 @@ class Lister:
                 opts = self.options.listing
                 floor = opts.policy.min_split_pages
                 if self.endgame and opts.endgame_min_split_pages is not None:
-                    floor = min(floor, opts.endgame_min_split_pages)
+                    lo = min(floor, opts.endgame_min_split_pages)
+                    stale_s = self.options.hunger_poll_s / 2
+                    floor = endgame_floor(read.left, pace, self._page_s, lo, floor, stale_s=stale_s)
+                self._endgame_floor = floor
                 left = donor.left() if donor is not None else 0.0
-                self._hunger_seen = hunger_share(hungry, live, left, opts.page_size, floor)
+                self._hunger_seen = hunger_share(hungry, read.live, left, opts.page_size, floor)
                 self._hunger_served = 0
             if local > 0:
                 return local
@@ -1998,6 +2130,7 @@ class Lister:
                 return lease
             if not self._active:
                 self.write_rollup()  # nothing listing here: the reduce may start before this lister is busy again
+                self.tell_progress()
             if not self.finished.is_set():
                 self._set_hungry(True)
                 with self._cv:
@@ -2052,7 +2185,7 @@ class Lister:
                 should_stop=st.should_stop,
                 options=self.options.listing,
                 on_page=st.on_page,
-                endgame=lambda: self.endgame,
+                endgame=lambda: self._endgame_floor if self.endgame else None,
                 on_cursor=st.on_cursor,
                 refused=st.refused,
             )
@@ -2114,6 +2247,7 @@ class Lister:
                     send_failure(self.sfn, token, type(err).__name__, str(err))
             raise err  # a crash: no cleanup, the leases expire and are taken over
         self.write_rollup()
+        self.tell_progress()
         self._set_hungry(False)
         self.store.add_hunger(self.home, -1, "live")
         meta = self.store.add_meta("live", -1)

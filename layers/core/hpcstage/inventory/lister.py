@@ -43,9 +43,10 @@ class ListOptions:
     part_rows: int = 1_000_000
     tmpdir: str | None = None
     policy: SplitPolicy = field(default_factory=SplitPolicy)
-    # While ``list_range``'s ``endgame()`` says so, split down to this many pages instead of the policy's
-    # ``min_split_pages`` (None: never). The fleet's endgame: the partition has stopped throttling, so its
-    # streams outnumber the work left, and the last ranges decide when the run ends (fleet.Lister.endgame).
+    # While ``list_range``'s ``endgame()`` gives a floor, split down to it instead of the policy's
+    # ``min_split_pages``, but not below this many pages (None: never). The fleet's endgame: the partition has
+    # stopped throttling, so its streams outnumber the work left, and the last ranges decide when the run ends
+    # (fleet.Lister.endgame, fleet.endgame_floor).
     endgame_min_split_pages: float | None = None
     # Where pages come from: None is ListObjectsV2; hpcstage.inventory.versions.VERSIONS lists every version.
     source: Any = None
@@ -97,7 +98,7 @@ def list_range(
     should_stop: Callable[[], bool] = lambda: False,
     options: ListOptions | None = None,
     on_page: Callable[[int, int], None] | None = None,
-    endgame: Callable[[], bool] = lambda: False,
+    endgame: Callable[[], float | None] = lambda: None,
     on_cursor: Callable[[Cursor], None] | None = None,
     refused: Callable[[], None] | None = None,
 ) -> ShardResult:
@@ -105,18 +106,22 @@ def list_range(
 
     The result's ``range`` is the range as finally listed (its end lowered by the splits); when the stream
     stopped early, ``done`` is False, ``checkpoint`` is the last key written and ``subranges`` holds the
-    remainder. ``given`` counts the ranges handed to other streams. While ``endgame()`` is true, splits go
-    down to ``options.endgame_min_split_pages``. ``on_cursor`` gets the stream's cursor once, before the first
+    remainder. ``given`` counts the ranges handed to other streams. While ``endgame()`` gives a floor (pages;
+    None: no endgame), splits go down to it, within ``options.endgame_min_split_pages`` and the policy's
+    ``min_split_pages``. ``on_cursor`` gets the stream's cursor once, before the first
     request (the fleet orders its donors by ``Cursor.left_by_estimate``); ``refused()`` is called when
     ``wanted()`` asked for pieces and the split gave none.
     """
     opts = options or ListOptions()
     policy = replace(opts.policy, page_keys=opts.page_size)
-    endgame_policy = (
-        replace(policy, min_split_pages=min(policy.min_split_pages, opts.endgame_min_split_pages))
-        if opts.endgame_min_split_pages is not None
-        else policy
-    )
+
+    def cut_policy() -> SplitPolicy:
+        floor = endgame() if opts.endgame_min_split_pages is not None else None
+        if floor is None:
+            return policy
+        lo = min(policy.min_split_pages, opts.endgame_min_split_pages or 0)
+        return replace(policy, min_split_pages=min(policy.min_split_pages, max(lo, floor)))
+
     counter = counter if counter is not None else RequestCounter()
     before_requests, before_retries = counter.requests, counter.retries
     source = opts.source
@@ -143,14 +148,14 @@ def list_range(
     ahead: tuple[dict[str, Any], Future[dict[str, Any]]] | None = None
     dirs_pool: ThreadPoolExecutor | None = None  # directory requests sent beside the stream's own
 
-    def explore(ways: int, cut_policy: SplitPolicy) -> None:
+    def explore(ways: int, split_policy: SplitPolicy) -> None:
         """A remainder that crosses directories is cut at the directories S3 names: the levels it spans are
         asked at once (each request asks about a level of its own), so a split waits for one answer, not
         for one after the other (the fleet's ramp: bench/RESULTS.md)."""
         nonlocal dirs_pool
         sent = 0
         while sent < MAX_EXPLORE:
-            queries = cursor.explore_all(ways, cut_policy, MAX_EXPLORE - sent)
+            queries = cursor.explore_all(ways, split_policy, MAX_EXPLORE - sent)
             if not queries:
                 return
             if len(queries) > 1 and dirs_pool is None:
@@ -173,10 +178,10 @@ def list_range(
         w = wanted()
         if w <= 0:
             return
-        cut_policy = endgame_policy if endgame() else policy
+        cut = cut_policy()
         if source is None:
-            explore(w + 1, cut_policy)
-        pieces = cursor.split(w + 1, cut_policy, new_id)
+            explore(w + 1, cut)
+        pieces = cursor.split(w + 1, cut, new_id)
         if pieces:
             given += len(pieces)
             give(pieces)
