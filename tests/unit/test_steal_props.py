@@ -563,3 +563,25 @@ def test_a_level_answered_in_part_keeps_the_space_past_the_directory_apart() -> 
     assert cur.level_upto == {"d/": "d/x/"}
     given_ = cur.split(4, policy, iter(f"p{i}" for i in range(4)).__next__)
     assert [g.start_after for g in given_][-1] == "d/x0" and given_[-1].end == "d/y/"
+
+
+def test_a_remainder_past_the_directory_being_listed_holds_one_more_like_it() -> None:
+    """Cursor._crossing_pages, when the cursor has no estimate of its own (no tree: its levels were not asked;
+    no interpolation over its keys): a piece whose donor sized it small, listed near the end of a large
+    directory with more after it, is estimated at least at the rest of that directory plus one like it, so
+    its levels are asked (and it can be split) instead of waiting for the donor's estimate to run out."""
+    step = 16**6 // 2000
+    big = [f"b/x/{i * step:06x}" for i in range(2000)] + [f"b/y/{i * step:06x}" for i in range(2000)]
+    policy = SplitPolicy(min_split_pages=2, page_keys=100)
+    # from the 1,700th key of b/x/, with the donor's estimate of 300 keys: 50 left once 250 are listed
+    cur = Cursor(KeyRange(id="r", start_after=big[1699], end="c/", estimate=300))
+    for i in range(1700, 1950, 50):
+        cur.take(big[i : i + 50], True, "t")
+    cur._estimate = lambda _page_keys: (None, None)  # type: ignore[method-assign]  # noqa: SLF001
+    assert cur.inherited_pages(100) == 0.5
+    rest, size = cur._leaf_size("b/x/")  # type: ignore[misc]  # noqa: SLF001
+    assert 0 < rest < 100 and 1_800 < size < 2_200  # by the density of the keys listed
+    est, tree = cur._crossing_pages(100)  # noqa: SLF001
+    assert tree is None and est == (rest + size) / 100  # not max(0.5, rest / 100): under 2 x 2 pages
+    query = cur.explore(4, policy)
+    assert query is not None and query["Delimiter"] == "/" and query["StartAfter"] == big[1949]
