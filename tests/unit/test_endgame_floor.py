@@ -43,3 +43,44 @@ def test_the_fleet_pace_is_the_difference_of_two_reads_far_enough_apart() -> Non
     # a sum that went down (a shard's item expired, a test's new run): start again, keep the last pace
     assert pace.read(102.0, 10) == pytest.approx(0.0)
     assert pace.read(103.0, 1_010) == pytest.approx(1_000.0)
+
+
+def test_a_streams_pacer_reports_the_time_from_its_slot_to_each_answer_but_a_503s() -> None:
+    """fleet._Throttle: the lister's page time (``Lister._latency``) comes from the attempts S3 answered with
+    anything but 503 SlowDown, from the slot the attempt was sent at to its answer."""
+    from hpcstage.inventory.fleet import _Throttle
+
+    now = [100.0]
+    seen: list[float] = []
+    slowdowns: list[int] = []
+    throttle = _Throttle(
+        lambda: False,
+        clock=lambda: now[0],
+        on_slowdown=lambda: slowdowns.append(1),
+        on_latency=seen.append,
+    )
+    throttle.wait()  # unpaced: sent at once
+    now[0] += 0.25
+    throttle.answered(slowdown=False)
+    assert seen == [pytest.approx(0.25)]
+    throttle.answered(slowdown=False)  # no attempt in flight: nothing to time
+    throttle.wait()
+    now[0] += 0.01
+    throttle.answered(slowdown=True)  # a 503 is not a page time
+    assert seen == [pytest.approx(0.25)] and slowdowns == [1]
+    throttle.wait()
+    now[0] += 0.5
+    throttle.answered(slowdown=False)  # a 500 or a reset answers too
+    assert seen == [pytest.approx(0.25), pytest.approx(0.5)]
+
+
+def test_the_listers_page_time_is_a_moving_average_of_a_twentieth() -> None:
+    from types import SimpleNamespace
+
+    from hpcstage.inventory.fleet import Lister
+
+    lister = SimpleNamespace(_page_s=None)
+    Lister._latency(lister, 0.2)  # type: ignore[arg-type]  # noqa: SLF001
+    assert lister._page_s == pytest.approx(0.2)  # noqa: SLF001 - the first answer as it is
+    Lister._latency(lister, 0.4)  # type: ignore[arg-type]  # noqa: SLF001
+    assert lister._page_s == pytest.approx(0.21)  # noqa: SLF001

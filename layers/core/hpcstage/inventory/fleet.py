@@ -1499,7 +1499,8 @@ class _Throttle:
         self.on_slowdown = on_slowdown
         self.quiet = quiet
         # the seconds from an attempt's slot to its answer, for every attempt S3 answered other than 503
-        # (the lister's page time: endgame_floor); a stream has one attempt in flight at a time
+        # (the lister's page time: endgame_floor). A stream's attempts go one at a time but for the directory
+        # requests of a split, sent together: an answer then pairs with the latest slot (a shorter sample)
         self.on_latency = on_latency
         self._sent: float | None = None
 
