@@ -52,7 +52,6 @@ from hpcstage.inventory.fleet import (
     LEASE_READERS,
     LEASE_SHARDS,
     OPEN_SHARDS,
-    PROGRESS_CLIP_FLOORS,
     REDUCE_MARGIN_S,
     ROLLUP_READS,
     ROLLUP_SHARDS,
@@ -60,6 +59,8 @@ from hpcstage.inventory.fleet import (
     FleetPace,
     endgame_floor,
     hunger_share,
+    page_time,
+    progress_pages,
 )
 from hpcstage.inventory.keys import ByteInterval
 from hpcstage.inventory.model import KeyRange
@@ -676,8 +677,7 @@ class Sim:
             self.tick(1)
         else:
             # fleet.Lister._latency: the page time, a moving average of the attempts S3 answered but with 503
-            lat = now - st.sent_at
-            node.page_s = lat if node.page_s is None else node.page_s + (lat - node.page_s) / 20
+            node.page_s = page_time(node.page_s, now - st.sent_at)
         if outcome != OK:
             # a paced lister retries a 503 SlowDown after at most one pacer window, whatever botocore's
             # retry quota says (fleet._Throttle.retry_delay through s3util's needs-retry hook); every other
@@ -807,14 +807,11 @@ class Sim:
     def node_left(self, node: Node) -> int:
         """fleet.Lister.tell_progress: the pages the lister holds by estimate (its listing streams' ranges and
         the pieces queued for its idle ones, each at most PROGRESS_CLIP_FLOORS split floors)."""
-        clip = PROGRESS_CLIP_FLOORS * self.policy.min_split_pages * PAGE
-        keys = float(sum(min(clip, p.estimate) for p, _ in node.queue))
-        for st in node.streams:
-            if st.state == "list" and st.cursor is not None and st.last:
-                k = self.left(st)
-                if math.isfinite(k) and k > 0:
-                    keys += min(clip, k)
-        return round(keys / PAGE)
+        keys_left = [float(p.estimate) for p, _ in node.queue]
+        keys_left += [
+            self.left(st) for st in node.streams if st.state == "list" and st.cursor is not None and st.last
+        ]
+        return progress_pages(keys_left, PAGE, self.policy.min_split_pages)
 
     def tell_progress(self, node: Node, t: float) -> None:
         """fleet.Lister.tell_progress: the change in its pages left and listed, into its hunger item."""

@@ -1320,6 +1320,19 @@ def endgame_floor(
     return min(hi, max(lo, left / pace / page_s))
 
 
+def page_time(average: float | None, seconds: float) -> float:
+    """A lister's page time once an attempt was answered in ``seconds`` (``Lister._latency``): a moving
+    average, 1/20 of each new answer (the first as it is)."""
+    return seconds if average is None else average + (seconds - average) / 20
+
+
+def progress_pages(keys_left: Iterable[float], page_keys: int, floor_pages: float) -> int:
+    """The pages a lister tells it holds (``Lister.tell_progress``) from its ranges' keys left by estimate: each
+    at most PROGRESS_CLIP_FLOORS split floors of ``floor_pages``, an unknown (inf) or spent one not counted."""
+    clip = PROGRESS_CLIP_FLOORS * floor_pages * page_keys
+    return round(sum(min(clip, k) for k in keys_left if math.isfinite(k) and k > 0) / page_keys)
+
+
 class FleetPace:
     """The fleet's pace (pages a second) from the pages its listers told the hunger items (``pages``, summed by
     ``FleetStore.hunger``): the difference between two reads at least PACE_MIN_S apart (monotonic seconds)."""
@@ -1846,8 +1859,7 @@ class Lister:
     def _latency(self, seconds: float) -> None:
         """An attempt answered in ``seconds``: the lister's page time, a moving average (1/20 of each new one;
         two streams racing here only lose a sample)."""
-        page_s = self._page_s
-        self._page_s = seconds if page_s is None else page_s + (seconds - page_s) / 20
+        self._page_s = page_time(self._page_s, seconds)
 
     def tell_progress(self) -> None:
         """Tell the fleet, in this lister's hunger item, how its pages left by estimate (its streams' ranges,
@@ -1855,14 +1867,13 @@ class Lister:
         its pages listed changed since it last told: at
         each read of the hunger items, when none of its streams is listing, and when it exits. A write that
         fails is told again at the next call."""
-        page = self.options.listing.page_size
-        clip = PROGRESS_CLIP_FLOORS * self.options.listing.policy.min_split_pages * page
+        listing = self.options.listing
         with self._cv:
             streams = list(self._listing.values())
-            left_keys = float(sum(min(clip, r.estimate) for r in self._queue))
+            keys_left = [float(r.estimate) for r in self._queue]
             pages = self._pages
-        left_keys += sum(min(clip, k) for k in (st.left() for st in streams) if math.isfinite(k) and k > 0)
-        left = round(left_keys / page)
+        keys_left += [st.left() for st in streams]
+        left = progress_pages(keys_left, listing.page_size, listing.policy.min_split_pages)
         with self._progress_lock:
             d_left, d_pages = left - self._told_left, pages - self._told_pages
             if not d_left and not d_pages:
