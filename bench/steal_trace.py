@@ -13,6 +13,9 @@ there, the pages left in their ranges, how many of them their pacer holds below 
 of the open ranges that start there.
 ``--ranges``: every range the run listed, by its size in pages, with the LIST requests it took beyond
 keys / 1,000 (a range's last page is partial: its overhead, with the directory requests, is the run's).
+``--account``: where the streams' time went between the first lister's start and the listing's end (``Account``):
+pages answered, failed attempts, retry and pacer waits, the lister's CPU, checkpoints, directory requests, and the
+time without a piece (in the ramp, the middle and the tail); then the run's start-up and reduce.
 
 The figures are the simulator's state, sampled when the first page of each interval is answered.
 """
@@ -72,11 +75,44 @@ class RangeDone:
 
 
 @dataclass
+class Account:
+    """Stream-seconds by what a stream was doing (``TracedSim``), and the steps of the count of streams holding a
+    piece (time, count after the change), from which the time without a piece follows."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    steps: list[tuple[float, int]] = field(default_factory=list)
+
+    def holding(self, t0: float, t1: float) -> float:
+        """Stream-seconds with a piece between t0 and t1."""
+        total = 0.0
+        count, at = 0, t0
+        for t, n in self.steps:
+            if t > t0:
+                total += count * (min(t, t1) - at)
+                at = min(t, t1)
+            count = n
+            if t >= t1:
+                break
+        return total + count * max(0.0, t1 - at)
+
+    def full_span(self, streams: int, t0: float, t1: float, idle_share: float = 0.01) -> tuple[float, float]:
+        """The first and the last moment in [t0, t1] with at most ``idle_share`` of the streams without a piece:
+        the ramp ends at the first, the tail begins after the last (t0, t1 when never)."""
+        full = [t for t, n in self.steps if t0 <= t <= t1 and streams - n <= idle_share * streams]
+        if not full:
+            return t0, t0
+        last = full[-1]
+        later = [t for t, _ in self.steps if t > last]
+        return full[0], (later[0] if later else t1)
+
+
+@dataclass
 class Trace:
     every: float
     until: float
     samples: list[Sample] = field(default_factory=list)
     ranges: list[RangeDone] = field(default_factory=list)
+    account: Account = field(default_factory=Account)
     # pieces split off in the whole run: for other listers, for the donor's own idle streams
     remote_pieces: int = 0
     local_pieces: int = 0
@@ -93,6 +129,44 @@ class TracedSim(Sim):
         # a split under way asked for by maybe_split_local (the donor's own idle streams), else by on_busy_poll
         self._local = False
         self._sampled_pieces = (0, 0)  # (remote, local) pieces at the last sample
+        # the stream-time account: when each stream's request was due (before the pacer's slot), when its
+        # checkpoint began, and the streams holding a piece
+        self._due: dict[int, float] = {}
+        self._ck: dict[int, float] = {}
+        self._holding = 0
+
+    def _held(self, change: int) -> None:
+        self._holding += change
+        self.trace.account.steps.append((self.now, self._holding))
+
+    def next_page(self, st: Stream, t: float) -> None:
+        self.trace.account.seconds["the lister's CPU"] += t - self.now  # the page's CPU, and waiting for it
+        super().next_page(st, t)
+
+    def checkpoint(self, st: Stream, t: float, final: bool) -> None:
+        self.trace.account.seconds["the lister's CPU"] += t - self.now
+        self._ck[id(st)] = t
+        super().checkpoint(st, t, final)
+
+    def on_ckpt(self, st: Stream, epoch: int, final: bool) -> None:
+        began = self._ck.pop(id(st), None)
+        if began is not None and st.epoch == epoch:
+            what = "checkpoints: the range's last" if final else "checkpoints: within a range"
+            self.trace.account.seconds[what] += self.now - began
+        super().on_ckpt(st, epoch, final)
+
+    def issue(self, st: Stream, t: float, attempt: int = 0) -> None:
+        acct = self.trace.account.seconds
+        if attempt:
+            acct["retry waits (botocore, the pacer's window)"] += t - self.now
+        if st.hold > t:
+            acct["directory requests of a split"] += st.hold - t
+        self._due[id(st)] = max(t, st.hold)
+        super().issue(st, t, attempt)
+
+    def send(self, st: Stream, t: float, attempt: int) -> None:
+        self.trace.account.seconds["pacer waits"] += t - self._due.pop(id(st), t)
+        super().send(st, t, attempt)
 
     def maybe_split_local(self, st: Stream) -> None:
         self._local = True
@@ -111,24 +185,51 @@ class TracedSim(Sim):
 
     def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
         self._requests[id(st)] = 0
+        self._held(1)
         super().start_piece(st, piece, lease, t)
 
     def on_reply(self, st: Stream, epoch: int, outcome: int, attempt: int, r0: int, r1: int) -> None:
         if self.now >= self._next_sample and self.now <= self.trace.until:
             self._next_sample = (math.floor(self.now / self.trace.every) + 1) * self.trace.every
             self.trace.samples.append(self.sample())
+        if st.epoch == epoch and st.node.alive:
+            what = "pages answered" if outcome == OK else "failed attempts (503, 500, resets)"
+            self.trace.account.seconds[what] += self.now - st.sent_at
         if st.epoch == epoch and st.node.alive and outcome == OK:
             self._requests[id(st)] += 1  # Sim.on_reply counts it in list_requests
         super().on_reply(st, epoch, outcome, attempt, r0, r1)
 
     def piece_done(self, st: Stream, t: float) -> None:
         self.trace.ranges.append(RangeDone(st.rank - st.start_rank, self._requests.pop(id(st), 0)))
+        self._held(-1)
         super().piece_done(st, t)
 
     def drop(self, st: Stream) -> None:
         # a lease taken over: what this stream listed is listed again by the new owner
         self.trace.ranges.append(RangeDone(0, self._requests.pop(id(st), 0)))
+        self._held(-1)
         super().drop(st)
+
+    def account_rows(self, res: Result) -> list[tuple[str, float]]:
+        """(what, stream-seconds) between the first lister's start and the listing's end, the time without a
+        piece split into the ramp (until at most 1 % of the streams are without one), the middle and the tail
+        (after the last such moment); "other" is time with a piece not counted above (a piece queued while its
+        stream is dispatched, a claim of the lister's own pieces)."""
+        acct = self.trace.account
+        streams = sum(node.k for node in self.nodes)
+        t0 = min(node.started for node in self.nodes if node.started)
+        t1 = res.phases.get("list_end", self.now)
+        full, tail = acct.full_span(streams, t0, t1)
+        rows = sorted(acct.seconds.items(), key=lambda kv: -kv[1])
+        holding = acct.holding(t0, t1)
+        rows.append(("other, with a piece", holding - sum(v for _, v in rows)))
+        for label, a, b in (
+            (f"without a piece: the ramp ({t0:.1f}-{full:.1f} s)", t0, full),
+            (f"without a piece: the middle ({full:.1f}-{tail:.1f} s)", full, tail),
+            (f"without a piece: the tail ({tail:.1f}-{t1:.1f} s)", tail, t1),
+        ):
+            rows.append((label, streams * (b - a) - acct.holding(a, b)))
+        return rows
 
     def sample(self) -> Sample:
         parts = self.partitions
@@ -189,12 +290,14 @@ def run(
     params: SimParams = DEFAULT,
     every: float = 0.5,
     until: float = math.inf,
-) -> tuple[Result, Trace]:
-    """One fleet run of ``n`` keys of ``shape`` (bench.sim.des_shapes), traced."""
+) -> tuple[Result, Trace, list[tuple[str, float]]]:
+    """One fleet run of ``n`` keys of ``shape`` (bench.sim.des_shapes), traced, and its stream-time account
+    (``TracedSim.account_rows``)."""
     cfg = cfg if cfg is not None else fleet_config()
     trace = Trace(every, until)
     sim = TracedSim(make_any(shape, n), cfg, seed, params, trace=trace)
-    return sim.run(), trace
+    res = sim.run()
+    return res, trace, sim.account_rows(res)
 
 
 def by_size(ranges: list[RangeDone]) -> list[tuple[str, int, float]]:
@@ -220,9 +323,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=float, default=1.0, help="seconds between samples")
     ap.add_argument("--until", type=float, default=math.inf, help="the last sample's time")
     ap.add_argument("--ranges", action="store_true", help="the ranges listed, by size, and their overhead")
+    ap.add_argument("--account", action="store_true", help="where the streams' time went")
     args = ap.parse_args(argv)
     cfg = fleet_config(args.listers, args.per_lister)
-    res, trace = run(args.shape, int(args.size), args.seed, cfg, every=args.every, until=args.until)
+    res, trace, account = run(args.shape, int(args.size), args.seed, cfg, every=args.every, until=args.until)
     print(
         f"{args.shape} {args.size:g} seed {args.seed}: {res.makespan:.1f} s, floor {res.floor:.1f} s, "
         f"LIST requests {res.list_requests} (minimum {res.min_requests}, directory {res.dir_requests}), "
@@ -249,6 +353,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {label} | {count} | {over:.0f} |")
         total = sum(r.overhead for r in trace.ranges)
         print(f"| all | {len(trace.ranges)} | {total:.0f} (+ {res.dir_requests} directory requests) |")
+    if args.account:
+        streams = args.listers * args.per_lister
+        window = sum(v for _, v in account)
+        print(f"\n| where the streams' time went ({streams} streams) | stream-s | share | s of the fleet |")
+        print("|---|---|---|---|")
+        for what, v in account:
+            print(f"| {what} | {v:.0f} | {100 * v / window:.1f} % | {v / streams:.2f} |")
+        end = res.phases.get("list_end", res.makespan)
+        t0 = res.makespan - (res.makespan - end) - window / streams
+        print(
+            f"| all, from the first lister's start to the listing's end | {window:.0f} | 100 % | {window / streams:.2f} |\n"
+            f"\nmakespan {res.makespan:.2f} s = start-up {t0:.2f} + listing {window / streams:.2f} + reduce and "
+            f"notification {res.makespan - end:.2f}; floor {res.floor:.2f} s (efficiency {res.floor / res.makespan:.2f})"
+        )
     return 0 if res.exact else 1
 
 

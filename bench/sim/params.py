@@ -69,12 +69,15 @@ class LambdaParams:
     cold_start_s: float = 1.0
     # Overhead of a warm invocation through Step Functions' lambda:invoke (assumption: 50 ms).
     warm_invoke_s: float = 0.05
-    # CPU per 1,000-object page in the lister, everything a page costs: the request (botocore), the page
-    # parser, URL decoding, Parquet and statistics. `python -m bench.cpu_per_key --keys 300000` at 1b5a40a:
-    # 5.97, 6.13 and 7.63 CPU-s per million keys (bench/RESULTS.md, CPU per listed key part 3); the median,
-    # 6.13 ms a page, scaled by 1/0.58 vCPU at 1,024 MB -> 10.6 ms. (Until 2026-11-23: 8 ms, from 4.4 ms of
-    # Parquet and statistics alone, which left out the request and the parser.)
-    cpu_per_page_s: float = 0.0106
+    # CPU per 1,000-object page in the lister, everything a page costs: the request, the page parser, URL
+    # decoding, Parquet and statistics, through the direct page path the listers use (hpcstage.s3direct, on
+    # by default since 2026-11-25). `python -m bench.cpu_per_key --alternate-direct 4` on 2026-11-26 (17:33
+    # UTC, load 0.2-0.9): 3.04, 3.34, 3.31, 3.12 CPU-s per million keys with it (3.64, 3.52, 4.16, 3.97
+    # through botocore); the median, 3.2 ms a page, scaled by 1/0.58 vCPU at 1,024 MB -> 5.5 ms. One
+    # stream's figure, as before: a lister's eight threads share the GIL (not measured). (Until 2026-11-26:
+    # 10.6 ms, from 6.13 ms at 1b5a40a, before the direct path; until 2026-11-23: 8 ms, Parquet and
+    # statistics alone.)
+    cpu_per_page_s: float = 0.0055
     # vCPU of a 1,024 MB Lambda (the listers'; the fleet's reduce runs in the lister that ends the run): CPU
     # measured on this machine is scaled by 1/vcpu (Lambda allocates CPU in proportion to memory, one vCPU at
     # 1,769 MB: docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html)

@@ -358,7 +358,7 @@ def test_a_listers_hunger_count_is_taken_back_even_when_it_got_work_before_its_c
 
 def test_the_hunger_items_never_count_more_listers_than_are_hungry() -> None:
     for shape in ("uniform", "multi-tenant"):
-        res, trace = traced_run(
+        res, trace, _ = traced_run(
             shape, 400_000, seed=3, cfg=Config(mode="fleet", listers=40, per_lister=4, pace=True), every=0.1
         )
         assert res.exact, res.exact_detail

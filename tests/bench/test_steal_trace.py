@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.sim.des import Config
-from bench.steal_trace import RangeDone, by_size, fleet_config, main, run
+from bench.steal_trace import Account, RangeDone, by_size, fleet_config, main, run
 
 
 def _cfg() -> Config:
@@ -14,7 +14,7 @@ def _cfg() -> Config:
 
 @pytest.mark.parametrize("shape", ["multi-tenant", "uniform", "deep-tree"])
 def test_the_ranges_hold_every_key_and_every_page_request(shape: str) -> None:
-    res, trace = run(shape, 300_000, seed=2, cfg=_cfg(), every=1.0)
+    res, trace, _ = run(shape, 300_000, seed=2, cfg=_cfg(), every=1.0)
     assert res.exact, res.exact_detail
     assert sum(r.keys for r in trace.ranges) == 300_000
     # every LIST request is a page of some range or a directory request
@@ -25,7 +25,7 @@ def test_the_ranges_hold_every_key_and_every_page_request(shape: str) -> None:
 
 
 def test_the_samples_follow_the_run() -> None:
-    res, trace = run("dated", 300_000, seed=1, cfg=_cfg(), every=0.5, until=6.0)
+    res, trace, _ = run("dated", 300_000, seed=1, cfg=_cfg(), every=0.5, until=6.0)
     assert trace.samples, "no sample taken"
     times = [s.t for s in trace.samples]
     assert times == sorted(times) and times[-1] <= 6.0
@@ -65,10 +65,51 @@ def test_by_size_classes_ranges_by_pages() -> None:
 
 
 def test_the_command_prints_the_tables(capsys: pytest.CaptureFixture[str]) -> None:
-    assert (
-        main(["--size", "1e5", "--shape", "uniform", "--listers", "10", "--per-lister", "2", "--ranges"]) == 0
-    )
+    argv = [
+        "--size",
+        "1e5",
+        "--shape",
+        "uniform",
+        "--listers",
+        "10",
+        "--per-lister",
+        "2",
+        "--ranges",
+        "--account",
+    ]
+    assert main(argv) == 0
     out = capsys.readouterr().out
     assert "| t | listing | idle |" in out
     assert "| range size (pages) | ranges |" in out
+    assert "| where the streams' time went (20 streams) |" in out
+    assert "| pages answered |" in out
     assert "exact True" in out
+
+
+def test_the_account_holds_every_stream_second() -> None:
+    res, _, rows = run("multi-tenant", 300_000, seed=2, cfg=_cfg(), every=1.0)
+    assert res.exact, res.exact_detail
+    got = dict(rows)
+    sim_streams = 20 * 4
+    start = res.phases["first_lister"]
+    window = sim_streams * (res.phases["list_end"] - start)
+    # what the streams did with a piece and the time without one add up to every stream's whole window
+    assert sum(got.values()) == pytest.approx(window, rel=1e-9)
+    # nothing was counted twice: the categories fit in the time the streams held a piece
+    assert got["other, with a piece"] >= -1e-6
+    assert all(v >= -1e-6 for v in got.values()), got
+    assert got["pages answered"] > 0
+    # 80 streams never reach a partition's request cap, and no fault was injected: no failed attempt, no wait
+    assert "failed attempts (503, 500, resets)" not in got
+    assert "retry waits (botocore, the pacer's window)" not in got
+    assert got.get("pacer waits", 0.0) == 0.0
+
+
+def test_account_holding_and_full_span() -> None:
+    acct = Account(steps=[(1.0, 2), (3.0, 1), (4.0, 0)])
+    assert acct.holding(0.0, 5.0) == pytest.approx(2 * 2 + 1 * 1)
+    assert acct.holding(2.0, 3.5) == pytest.approx(2 * 1 + 1 * 0.5)
+    assert acct.holding(4.0, 5.0) == 0.0
+    # two streams: full (at most 1 % without a piece) only from 1.0 until the change at 3.0
+    assert acct.full_span(2, 0.0, 5.0) == (1.0, 3.0)
+    assert Account(steps=[(1.0, 1)]).full_span(2, 0.0, 5.0) == (0.0, 0.0)
