@@ -63,6 +63,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         endgame_quiet_s=args.endgame_quiet,
         endgame_min_split_pages=args.endgame_min_split_pages,
         endgame_pace=args.endgame_floor == "pace",
+        claim_put_first=args.claim == "put",
     )
     paces = [False, True] if args.pace == "both" else [args.pace == "on"]
     out: list[Config] = []
@@ -236,6 +237,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the endgame splits down to what a stream lists while the fleet, at its pace, lists what its "
         "listers hold (fleet.endgame_floor, as fleet.py: default), or always to --endgame-min-split-pages "
         "(the fleet before 2026-11-26's sixth session)",
+    )
+    ap.add_argument(
+        "--claim",
+        choices=("put", "transaction"),
+        default="put",
+        help="a claim is a Put of the lease item, then the winner's Delete of the open item (fleet.FleetStore.claim, "
+        "as fleet.py: default), or one transaction of both (the fleet before 2026-11-26's seventh session)",
     )
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")

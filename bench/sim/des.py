@@ -108,6 +108,11 @@ class Config:
     # left and listed in their hunger items at each read of them), between endgame_min_split_pages and the
     # policy's floor; False: always endgame_min_split_pages (the fleet before 2026-11-26's sixth session)
     endgame_pace: bool = True
+    # a claim (fleet.FleetStore.claim) is a Put of the lease item (attribute_not_exists), then a Delete of the
+    # open item by the winner: a lost claim writes nothing to the open shard; False: one transaction of both
+    # (2 units a KB of the open item on its shard, lost claims included: the fleet before 2026-11-26's seventh
+    # session)
+    claim_put_first: bool = True
     # a split's directory requests go at once (lister.list_range); False: one after the other (the fleet
     # before 2026-11-23)
     parallel_explore: bool = True
@@ -989,7 +994,13 @@ class Sim:
                     self.opens[self.open_shard(piece.id)].remove(piece)
                 self.res.local_claims += 1
                 shard = f"open:{self.open_shard(piece.id)}"
-                t_claim = self.ddb(t, "claim_local", writes={shard: 2 * open_item_kb(piece), lease.part: 2})
+                if self.cfg.claim_put_first:
+                    t_put = self.ddb(t, "claim_local", writes={lease.part: 1})
+                    t_claim = self.ddb(t_put, "claim_open_delete", writes={shard: open_item_kb(piece)})
+                else:
+                    t_claim = self.ddb(
+                        t, "claim_local", writes={shard: 2 * open_item_kb(piece), lease.part: 2}
+                    )
                 self.start_piece(st, piece, lease, t_claim)
             else:
                 self.start_piece(st, piece, lease, t)
@@ -1295,10 +1306,17 @@ class Sim:
             for i, pick in enumerate(picks):
                 lid = len(self.leases) + i
                 part = f"lease:{(lid * 2654435761) % LEASE_SHARDS}"
-                # the transactional delete of the open item costs 2 units per KB of it
-                writes = {f"open:{shard}": 2 + 2 * open_item_kb(pick), part: 2}
-                if node.hungry and i == len(picks) - 1:
-                    writes[f"hunger:{node.home}"] = 2
+                if cfg.claim_put_first:
+                    # the lease's Put (1 unit: a new lease item is under 1 KB); the winner deletes the open item
+                    # after (on_claim)
+                    writes = {part: 1}
+                    if node.hungry and i == len(picks) - 1:
+                        writes[f"hunger:{node.home}"] = 1
+                else:
+                    # the transactional delete of the open item costs 2 units per KB of it
+                    writes = {f"open:{shard}": 2 + 2 * open_item_kb(pick), part: 2}
+                    if node.hungry and i == len(picks) - 1:
+                        writes[f"hunger:{node.home}"] = 2
                 self.at(self.ddb(now, "claim", writes=writes), self.on_claim, node, shard, pick)
             return
         if node.scan_step < len(node.scan_plan):
@@ -1377,7 +1395,11 @@ class Sim:
         self.leases.append(lease)
         node.leases.append(lease)
         node.queue.append((pick, lease))
-        self.dispatch(node, self.now)
+        t = self.now
+        if self.cfg.claim_put_first:
+            # fleet.FleetStore.claim: the lease is this lister's; it deletes the open item before it lists
+            t = self.ddb(t, "claim_open_delete", writes={f"open:{shard}": open_item_kb(pick)})
+        self.dispatch(node, t)
         if last and self.cfg.rescan and node.idle and not node.queue:
             # fleet.Lister.acquire: the streams still idle scan again, at most every scan interval
             self.at(self.now + node.scan_every, self.claim_poll, node, self.now + node.scan_every)

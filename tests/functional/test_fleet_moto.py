@@ -863,6 +863,41 @@ def test_a_scan_claims_one_open_range_and_leaves_the_others_open(
     assert sorted(r.id for r in left) == sorted(p.id for p in pieces if p.id != got.id)
 
 
+def test_the_lease_item_decides_who_claims_a_range_and_the_open_item_only_says_where_to_look(
+    aws: tuple[Any, Any],
+) -> None:
+    """A claim Puts the lease item (no lease of that id) and then Deletes the open item: one lister wins, a
+    loser gets None and leaves the winner's lease as it was; an open item left behind by a lister that died
+    between its two writes is claimed by nobody; once the owner gives the range back, the next claim wins."""
+    _, ddb = aws
+    store = fleet.FleetStore(ddb, TABLE, "run-claim")
+    assert store.create("tok", [KeyRange(id="a0", end="m"), KeyRange(id="b0", start_after="m")], "now")
+    shard = fleet._shard("a0", fleet.OPEN_SHARDS)
+    open_ids = lambda: {r.id for r in store.open_ranges(shard, 10)}  # noqa: E731
+    owners = lambda: {lz.id: lz.owner for lz in store.leases()}  # noqa: E731
+    assert "a0" in open_ids()
+
+    first = store.claim(KeyRange(id="a0", end="m"), "o1:x", 60)
+    assert first is not None and first.owner == "o1:x"
+    assert "a0" not in open_ids()
+    assert store.claim(KeyRange(id="a0", end="m"), "o2:x", 60) is None
+    assert owners() == {"a0": "o1:x"}
+
+    # the winner died between its Put and its Delete: the open item is there again, and it claims nothing
+    ddb.put_item(**store._open_put(KeyRange(id="a0", end="m"))["Put"])  # noqa: SLF001
+    assert "a0" in open_ids()
+    assert store.claim(KeyRange(id="a0", end="m"), "o3:x", 60) is None
+    assert owners() == {"a0": "o1:x"}
+    assert "a0" in open_ids()  # a loser writes nothing to the open shard
+
+    # the owner gives the range back as it was (nothing listed): the next claim takes it
+    store.release(first, 0)
+    assert owners() == {}
+    again = store.claim(KeyRange(id="a0", end="m"), "o4:x", 60)
+    assert again is not None and owners() == {"a0": "o4:x"}
+    assert "a0" not in open_ids()
+
+
 def test_open_ranges_from_a_start_id_wrap_to_the_shards_first_ids(aws: tuple[Any, Any]) -> None:
     """A scan starts at a random id of the shard (so hungry listers do not all try the same first items) and
     wraps to the first ids when fewer follow; no range is returned twice."""

@@ -26,7 +26,8 @@ The protocol (every write conditional, so a lister that lost a race or its lease
 
 - **owner** is unique per acquisition (lister id + a random tag), not per lister: after a takeover two
   streams of one lister could otherwise both pass ``owner = me`` on the same range and count it twice.
-- **claim**: TransactWriteItems {Delete open (attribute_exists) + Put lease (attribute_not_exists)}.
+- **claim**: Put lease (attribute_not_exists), then Delete open: the lease item decides who owns a
+  range, the open item only where to look (``FleetStore.claim``).
 - **donate**: TransactWriteItems {Update own lease ``end = cut`` (owner = me, state = leased) + Put each
   piece as an open item + ``ADD n, c`` to the counter items of the pieces' ids, one Update per item (``n``
   the ranges outstanding, ``c`` the ranges ever created)}. Pieces come from ``Cursor.split``, so the
@@ -682,7 +683,10 @@ class FleetStore:
     def _expires(self) -> dict[str, str]:
         return _n(self.clock() + RUN_TTL_S)
 
-    def _open_put(self, r: KeyRange) -> dict[str, Any]:
+    def _open_put(self, r: KeyRange, *, fresh: bool = True) -> dict[str, Any]:
+        """A transaction's Put of the open item of ``r``: a new id (``fresh``: no item of that id), or a range
+        given back under its own id (``release``), which replaces the open item a claimer that died between its
+        two writes left behind (``claim``)."""
         item = {
             "pk": {"S": self.open_pk(_shard(r.id, OPEN_SHARDS))},
             "sk": {"S": r.id},
@@ -694,13 +698,10 @@ class FleetStore:
         known = r.known_text()  # compact (model.DirKnowledge.encode): a write costs a unit per KB
         if known is not None:
             item["known"] = {"S": known}
-        return {
-            "Put": {
-                "TableName": self.table,
-                "Item": item,
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-        }
+        put: dict[str, Any] = {"TableName": self.table, "Item": item}
+        if fresh:
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
+        return {"Put": put}
 
     def _lease_key(self, range_id: str) -> dict[str, Any]:
         return {"pk": {"S": self.lease_pk(_shard(range_id, LEASE_SHARDS))}, "sk": {"S": range_id}}
@@ -921,6 +922,19 @@ class FleetStore:
         return out
 
     def claim(self, r: KeyRange, owner: str, lease_s: float) -> Lease | None:
+        """Take the open range ``r``: Put its lease item (condition: no lease item of that id), then Delete its
+        open item. None: another lister holds it (or held it and finished).
+
+        The lease item decides who owns a range; the open item only says where to look. The first Put wins
+        and the others fail on the lease's partition: losers write nothing to the open shard. (One transaction
+        of both writes, as before 2026-11-26's seventh session, cost each loser two write units a KB on the
+        open shard: at the end of a 1B run a thousand hungry listers raced for the last few pieces, their lost
+        claims filled the open shards' write capacity: in the simulator the claims in flight at t = 28.4 s of
+        1B uniform had 0.6 s left to wait at the median, 1.6 s at most; bench/RESULTS.md.) A lister that dies between
+        the two writes leaves a stale open item: claims of it fail on the lease (which expires and is taken
+        over), and a release of that range puts the same item again. The open item is deleted before this
+        returns, so that a later release of the range by its new owner (which puts the item again) cannot be
+        undone by this delete."""
         lease = Lease(
             r.id,
             r.start_after,
@@ -931,45 +945,39 @@ class FleetStore:
             known=r.known,
         )
         try:
-            self.ddb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Delete": {
-                            "TableName": self.table,
-                            "Key": {"pk": {"S": self.open_pk(_shard(r.id, OPEN_SHARDS))}, "sk": {"S": r.id}},
-                            "ConditionExpression": "attribute_exists(pk)",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {
-                                **self._lease_key(r.id),
-                                "start_after": _s(r.start_after),
-                                "end": _s(r.end),
-                                "owner": {"S": owner},
-                                "lease_until": _n(lease.lease_until),
-                                "checkpoint": _s(None),
-                                "parts": {"L": []},
-                                "stats": {"L": []},
-                                "objects": _n(0),
-                                "bytes": _n(0),
-                                "requests": _n(0),
-                                "retries": _n(0),
-                                "given": _n(0),
-                                "estimate": _n(r.estimate),
-                                "state": {"S": "leased"},
-                                "expires": self._expires(),
-                            },
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
+            self.ddb.put_item(
+                TableName=self.table,
+                Item={
+                    **self._lease_key(r.id),
+                    "start_after": _s(r.start_after),
+                    "end": _s(r.end),
+                    "owner": {"S": owner},
+                    "lease_until": _n(lease.lease_until),
+                    "checkpoint": _s(None),
+                    "parts": {"L": []},
+                    "stats": {"L": []},
+                    "objects": _n(0),
+                    "bytes": _n(0),
+                    "requests": _n(0),
+                    "retries": _n(0),
+                    "given": _n(0),
+                    "estimate": _n(r.estimate),
+                    "state": {"S": "leased"},
+                    "expires": self._expires(),
+                },
+                ConditionExpression="attribute_not_exists(pk)",
             )
         except Exception as err:
             if _conditional_failed(err):
                 return None
             raise
+        try:
+            self.ddb.delete_item(
+                TableName=self.table,
+                Key={"pk": {"S": self.open_pk(_shard(r.id, OPEN_SHARDS))}, "sk": {"S": r.id}},
+            )
+        except Exception:  # noqa: BLE001 - the lease is ours; a stale open item only costs failed claims
+            logger.warning("run %s: the open item of %s was not deleted", self.run, r.id, exc_info=True)
         return lease
 
     # roll-ups
@@ -1231,7 +1239,8 @@ class FleetStore:
                 },
                 # the donor's knowledge still holds: the range is the same or shorter (a donation lowers end)
                 self._open_put(
-                    KeyRange(id=lease.id, start_after=lease.start_after, end=lease.end, known=lease.known)
+                    KeyRange(id=lease.id, start_after=lease.start_after, end=lease.end, known=lease.known),
+                    fresh=False,
                 ),
                 self._meta_add("orphan_requests", extra_requests),
             ],
