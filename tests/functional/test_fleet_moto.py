@@ -898,6 +898,44 @@ def test_the_lease_item_decides_who_claims_a_range_and_the_open_item_only_says_w
     assert "a0" not in open_ids()
 
 
+def test_a_claim_refused_for_a_transaction_in_flight_on_the_lease_is_lost_not_an_error(
+    aws: tuple[Any, Any],
+) -> None:
+    """DynamoDB refuses a Put on an item while a transaction on it is in flight (TransactionConflictException,
+    which botocore does not retry): for a claim that is a lease someone holds, so it is lost, and the open
+    item is left alone."""
+    from botocore.exceptions import ClientError
+
+    _, ddb = aws
+    store = fleet.FleetStore(ddb, TABLE, "run-conflict")
+    assert store.create("tok", [KeyRange(id="a0")], "now")
+    shard = fleet._shard("a0", fleet.OPEN_SHARDS)
+
+    class Refusing:
+        """The table, but every Put refused with ``code``."""
+
+        def __init__(self, real: Any, code: str) -> None:
+            self.real, self.code, self.deletes = real, code, 0
+
+        def put_item(self, **kw: Any) -> Any:
+            raise ClientError({"Error": {"Code": self.code, "Message": "refused"}}, "PutItem")
+
+        def delete_item(self, **kw: Any) -> Any:
+            self.deletes += 1
+            return self.real.delete_item(**kw)
+
+    busy = Refusing(ddb, "TransactionConflictException")
+    store.ddb = busy
+    assert store.claim(KeyRange(id="a0"), "o1:x", 60) is None
+    assert busy.deletes == 0
+    store.ddb = ddb
+    assert [r.id for r in store.open_ranges(shard, 10)] == ["a0"]
+    # any other error is not a lost claim
+    store.ddb = Refusing(ddb, "ValidationException")
+    with pytest.raises(ClientError):
+        store.claim(KeyRange(id="a0"), "o1:x", 60)
+
+
 def test_open_ranges_from_a_start_id_wrap_to_the_shards_first_ids(aws: tuple[Any, Any]) -> None:
     """A scan starts at a random id of the shard (so hungry listers do not all try the same first items) and
     wraps to the first ids when fewer follow; no range is returned twice."""

@@ -469,6 +469,16 @@ def counter_shard(range_id: str) -> int:
     return zlib.crc32(range_id.encode()) % COUNTER_SHARDS
 
 
+def _error_code(err: Exception) -> str | None:
+    """The error code of a DynamoDB ClientError (None for anything else)."""
+    from botocore.exceptions import ClientError
+
+    if not isinstance(err, ClientError):
+        return None
+    code = err.response.get("Error", {}).get("Code")
+    return str(code) if code is not None else None
+
+
 def _transaction_conflict(err: Exception) -> bool:
     """A TransactGetItems refused because a write on one of its items was in flight (retry: not an error)."""
     from botocore.exceptions import ClientError
@@ -968,7 +978,9 @@ class FleetStore:
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except Exception as err:
-            if _conditional_failed(err):
+            if _conditional_failed(err) or _error_code(err) == "TransactionConflictException":
+                # a lease of that id exists, or a transaction on it (its owner's donation or finish) was in
+                # flight: DynamoDB refuses the Put either way, and botocore does not retry the latter
                 return None
             raise
         try:
