@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         for what, v in account:
             print(f"| {what} | {v:.0f} | {100 * v / window:.1f} % | {v / streams:.2f} |")
         end = res.phases.get("list_end", res.makespan)
-        t0 = res.makespan - (res.makespan - end) - window / streams
+        t0 = end - window / streams  # the first lister's start
         print(
             f"| all, from the first lister's start to the listing's end | {window:.0f} | 100 % | {window / streams:.2f} |\n"
             f"\nmakespan {res.makespan:.2f} s = start-up {t0:.2f} + listing {window / streams:.2f} + reduce and "
