@@ -49,6 +49,7 @@ from hpcstage.inventory.fleet import (
     ENDGAME_MIN_SPLIT_PAGES,
     ENDGAME_QUIET_S,
     HUNGER_SHARDS,
+    LAUNCH_THREADS,
     LEASE_READERS,
     LEASE_SHARDS,
     OPEN_SHARDS,
@@ -158,7 +159,7 @@ class Config:
     ddb_wcap: int = 1000  # write units per partition per second
     ddb_rcap: int = 3000
     sfn_start_s: float = 0.1
-    launcher_threads: int = 32
+    launcher_threads: int = LAUNCH_THREADS  # fleet.launch's Invokes at once
     invoke_s: float = 0.02
     send_success_s: float = 0.05
     reduce_fixed_s: float = 1.0  # the Reduce Lambda's cold start (and Step Functions' hop to it)

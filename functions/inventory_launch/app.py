@@ -41,7 +41,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         s3=clients.s3(),
         ddb=clients.client("dynamodb"),
         sfn=clients.client("stepfunctions"),
-        lam=clients.client("lambda"),
+        lam=clients.client("lambda", pool=fleet.LAUNCH_THREADS),
         cfg=fleet.FleetConfig.from_dict(event["config"]),
         token=str(event["task_token"]),
         lister_function=os.environ["LISTER_FUNCTION"],

@@ -56,12 +56,34 @@ class FakeSfn:
 
 
 class FakeLambda:
+    """Records the launcher's asynchronous Invokes, in lister order (fleet.launch sends them from threads)."""
+
     def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
+        self._events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return sorted(self._events, key=lambda e: int(e.get("lister", 0)))
 
     def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> None:  # noqa: N803
         assert InvocationType == "Event"
-        self.events.append(json.loads(Payload))
+        with self._lock:
+            self._events.append(json.loads(Payload))
+
+
+class BarrierLambda(FakeLambda):
+    """Each Invoke waits until ``parties`` Invokes are in flight at once (a launcher that sends fewer at a time
+    never gets there: BrokenBarrierError after the timeout)."""
+
+    def __init__(self, parties: int) -> None:
+        super().__init__()
+        self.barrier = threading.Barrier(parties, timeout=10)
+
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> None:  # noqa: N803
+        self.barrier.wait()
+        super().invoke(FunctionName, InvocationType, Payload)
 
 
 class Clock:
@@ -828,6 +850,22 @@ def test_an_expired_lease_in_any_partition_is_found_within_one_rotation(
         taken = lister._scan()  # noqa: SLF001
     assert taken.id == "r0" and taken.owner.startswith(lister.owner)
     assert looks == (1 if alive == 1 else (target - first) % fleet.LEASE_SHARDS + 1)
+
+
+def test_the_launcher_sends_its_invokes_at_once(aws: tuple[Any, Any]) -> None:
+    """fleet.launch invokes LAUNCH_THREADS listers at a time (one after the other, a thousand ~20 ms Invokes
+    start the last lister ~20 s after the first); every lister is invoked once, the seed's lister with its
+    shard."""
+    s3, ddb = aws
+    cfg = config()
+    cfg.max_listers = 2 * fleet.LAUNCH_THREADS
+    sfn, lam = FakeSfn(), BarrierLambda(fleet.LAUNCH_THREADS)
+    out = fleet.launch(s3=s3, ddb=ddb, sfn=sfn, lam=lam, cfg=cfg, token="tok-1", lister_function="lister")
+    assert out["listers"] == 2 * fleet.LAUNCH_THREADS
+    events = lam.events
+    assert [e["lister"] for e in events] == list(range(2 * fleet.LAUNCH_THREADS))
+    assert events[0]["home"] == fleet._shard("r0", fleet.OPEN_SHARDS)
+    assert all("home" not in e for e in events[1:])
 
 
 def test_a_scan_claims_one_open_range_and_leaves_the_others_open(

@@ -88,3 +88,20 @@ def test_the_handlers_clients_share_the_s3_clients_botocore_data() -> None:
         assert clients.client("dynamodb") is ddb
     finally:
         clients.reset()
+
+
+def test_a_client_with_a_pool_has_that_many_connections() -> None:
+    """The launcher's Lambda client holds fleet.LAUNCH_THREADS connections (its Invokes go at once); the
+    others keep botocore's default of 10."""
+    from hpcstage.inventory import fleet
+
+    clients.reset()
+    try:
+        with mock.patch.dict("os.environ", {"AWS_DEFAULT_REGION": "us-east-1"}):
+            lam = clients.client("lambda", pool=fleet.LAUNCH_THREADS)
+            plain = clients.client("lambda")
+        assert lam.meta.config.max_pool_connections == fleet.LAUNCH_THREADS == 32
+        assert plain.meta.config.max_pool_connections == 10
+        assert clients.client("lambda", pool=fleet.LAUNCH_THREADS) is lam
+    finally:
+        clients.reset()

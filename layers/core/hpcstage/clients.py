@@ -36,9 +36,15 @@ def _session() -> Any:
 
 
 @functools.cache
-def client(service: str) -> Any:
+def client(service: str, pool: int | None = None) -> Any:
+    """The handler's client of ``service``; ``pool``: its connection pool (botocore's default is 10), for a
+    caller that sends that many requests at once (the launcher's Invokes: fleet.LAUNCH_THREADS)."""
     with _session_lock:
-        return _session().client(service)
+        if pool is None:
+            return _session().client(service)
+        from botocore.config import Config
+
+        return _session().client(service, config=Config(max_pool_connections=pool))
 
 
 @functools.cache

@@ -183,6 +183,9 @@ DEFAULT_CHECKPOINT_PAGES = 50
 DEFAULT_MAX_LISTERS = 10
 DEFAULT_STREAMS = 8
 DEFAULT_MAX_LAUNCHES = 20
+# Asynchronous Invokes the launcher sends at once (``launch``; its Lambda client's connection pool is as large:
+# functions/inventory_launch/app.py).
+LAUNCH_THREADS = 32
 # A lister stops this long before its Lambda timeout: last checkpoint, re-open the rest, report.
 DEFAULT_STOP_MARGIN_S = 60.0
 # The lister that wins the completion notification reduces the run itself (no Reduce Lambda: at 100M objects
@@ -1467,7 +1470,8 @@ def launch(
     if notify_if_done(store, sfn):
         return {"generation": generation, "listers": 0, "seeds": len(seeds)}
     event = {"config": cfg.to_dict(), "generation": generation}
-    for i in range(cfg.max_listers):
+
+    def invoke(i: int) -> None:
         # one lister a seed range looks for it first in its shard, so the seeds are claimed at once; the others
         # scan from their own hunger shard's, as idle listers do (a relaunch's open ranges are anywhere). Every
         # lister of a thousand starting at the one seed's shard read that partition key at each scan for the
@@ -1477,6 +1481,17 @@ def launch(
         if i < len(seeds):
             payload["home"] = _shard(seeds[i].id, OPEN_SHARDS)
         lam.invoke(FunctionName=lister_function, InvocationType="Event", Payload=json.dumps(payload).encode())
+
+    # LAUNCH_THREADS invocations at once: one after the other, a thousand asynchronous Invokes of ~20 ms each
+    # start the last lister ~20 s after the first (the simulator has always modelled these threads:
+    # bench.sim.des.Config.launcher_threads). The first exception (after botocore's retries) fails the Launch.
+    listers = range(cfg.max_listers)
+    if cfg.max_listers <= 1:
+        for i in listers:
+            invoke(i)
+    else:
+        with ThreadPoolExecutor(min(LAUNCH_THREADS, cfg.max_listers), thread_name_prefix="launch") as pool:
+            list(pool.map(invoke, listers))
     return {"generation": generation, "listers": cfg.max_listers, "seeds": len(seeds)}
 
 
