@@ -1482,9 +1482,10 @@ def launch(
             payload["home"] = _shard(seeds[i].id, OPEN_SHARDS)
         lam.invoke(FunctionName=lister_function, InvocationType="Event", Payload=json.dumps(payload).encode())
 
-    # LAUNCH_THREADS invocations at once: one after the other, a thousand asynchronous Invokes of ~20 ms each
-    # start the last lister ~20 s after the first (the simulator has always modelled these threads:
-    # bench.sim.des.Config.launcher_threads). The first exception (after botocore's retries) fails the Launch.
+    # LAUNCH_THREADS invocations at once: one after the other, a thousand asynchronous Invokes at the simulator's
+    # 20 ms each (an assumption, bench.sim.des.Config.invoke_s) start the last lister 20 s after the first; the
+    # simulator has always modelled these threads (Config.launcher_threads). The first exception (after
+    # botocore's retries) fails the Launch.
     listers = range(cfg.max_listers)
     if cfg.max_listers <= 1:
         for i in listers:
