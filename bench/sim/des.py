@@ -472,6 +472,7 @@ class Result:
     overhead: float = 0.0
     empty_pages: int = 0
     dir_requests: int = 0  # ListObjectsV2 with Delimiter sent to find directories (in list_requests)
+    dir_faults: int = 0  # failed attempts of those (Config.faults; in faults and list_attempts)
     known_pieces: int = 0  # pieces given with their donor's directory knowledge (steal.Cursor.knowledge)
     known_dirs: int = 0  # directory names those pieces carried
     split_attempts: int = 0
@@ -868,7 +869,8 @@ class Sim:
                 self.res.list_attempts += 1
                 self.res.dir_requests += 1
                 self.tick(4)
-                lat = (sp.latency_fixed_s + sp.latency_per_key_s * PAGE) * self.lognorm(sp.latency_sigma)
+                lat = self.dir_faults_s()
+                lat += (sp.latency_fixed_s + sp.latency_per_key_s * PAGE) * self.lognorm(sp.latency_sigma)
                 slowest = max(slowest, lat)
             sent += len(queries)
             delay += slowest  # sent at once (lister.list_range)
@@ -891,6 +893,29 @@ class Sim:
         self.res.splits += 1
         self.tick(3)
         return pieces, delay
+
+    def dir_faults_s(self) -> float:
+        """The failed attempts of one directory request (Config.faults, as for pages: 503, 500 or a reset, each
+        retried by botocore's standard mode after its jittered wait): their count goes to the faults and the
+        attempts, their time (answer and wait) is returned. The answered attempt follows."""
+        cfg = self.cfg
+        if not cfg.faults:
+            return 0.0
+        sp, rp = self.p.s3, self.p.retry
+        spent = 0.0
+        attempt = 0
+        while attempt + 1 < rp.max_attempts and self.rng.random() < cfg.faults:
+            outcome = 1 + self.rng.randrange(3)
+            self.res.faults[FAULT_NAMES[outcome]] += 1
+            self.res.dir_faults += 1
+            self.res.list_attempts += 1
+            answer = sp.slowdown_latency_s
+            if outcome == RESET:
+                answer = self.rng.random() * (sp.latency_fixed_s + sp.latency_per_key_s * PAGE)
+            base = rp.base_scale_s if outcome == SLOWDOWN else rp.non_throttling_base_s
+            spent += answer + self.rng.random() * min(base * 2**attempt, rp.max_backoff_s)
+            attempt += 1
+        return spent
 
     def maybe_split_local(self, st: Stream) -> None:
         node = st.node

@@ -71,6 +71,21 @@ def test_fault_runs_stay_exact(mode: str, pace: bool) -> None:
     assert res.exact, res.exact_detail
 
 
+def test_directory_requests_fail_like_pages_and_the_run_stays_exact() -> None:
+    """Config.faults fails directory requests too (each failed attempt counted, then retried); without faults
+    none fails and the run is the same as before."""
+    ks = make_any("deep-tree", 300_000)
+    cfg = Config(mode="fleet", listers=10, per_lister=4, faults=0.3, pace=True)
+    res = simulate(ks, cfg, seed=2)
+    assert res.exact, res.exact_detail
+    assert res.dir_requests > 0 and res.dir_faults > 0
+    assert sum(res.faults.values()) >= res.dir_faults
+    # every failed attempt, of a page or a directory request, is an attempt beyond the answered requests
+    assert res.list_attempts - res.list_requests == sum(res.faults.values()) + res.throttled
+    calm = simulate(ks, replace(cfg, faults=0.0), seed=2)
+    assert calm.dir_requests > 0 and calm.dir_faults == 0 and sum(calm.faults.values()) == 0
+
+
 def test_throttling_is_counted_and_exact() -> None:
     ks = make_any("uniform", 100_000)
     # one pacer for the 64 streams (pace_per="lister"): its rate comes down to the partition's
