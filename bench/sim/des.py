@@ -1336,13 +1336,12 @@ class Sim:
                     # the lease's Put (1 unit: a new lease item is under 1 KB); the winner deletes the open item
                     # after (on_claim)
                     writes = {part: 1}
-                    if node.hungry and i == len(picks) - 1:
-                        writes[f"hunger:{node.home}"] = 1
                 else:
                     # the transactional delete of the open item costs 2 units per KB of it
                     writes = {f"open:{shard}": 2 + 2 * open_item_kb(pick), part: 2}
-                    if node.hungry and i == len(picks) - 1:
-                        writes[f"hunger:{node.home}"] = 2
+                if node.hungry and i == len(picks) - 1:
+                    # the lister's hunger ADD -1: on its own (1 unit), or in the claim's transaction (2)
+                    writes[f"hunger:{node.home}"] = 1 if cfg.claim_put_first else 2
                 self.at(self.ddb(now, "claim", writes=writes), self.on_claim, node, shard, pick)
             return
         if node.scan_step < len(node.scan_plan):

@@ -449,16 +449,11 @@ def _item(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _conditional_failed(err: Exception) -> bool:
-    from botocore.exceptions import ClientError
-
-    if not isinstance(err, ClientError):
-        return False
-    code = err.response.get("Error", {}).get("Code")
+    code = _error_code(err)
     if code == "ConditionalCheckFailedException":
         return True
     if code == "TransactionCanceledException":
-        reasons = err.response.get("CancellationReasons") or []
-        return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
+        return any(r.get("Code") == "ConditionalCheckFailed" for r in _cancellation_reasons(err))
     return False
 
 
@@ -482,15 +477,16 @@ def _error_code(err: Exception) -> str | None:
     return str(code) if code is not None else None
 
 
+def _cancellation_reasons(err: Exception) -> list[dict[str, Any]]:
+    """The CancellationReasons of a TransactionCanceledException (a ClientError: ``_error_code``)."""
+    return list(getattr(err, "response", {}).get("CancellationReasons") or [])
+
+
 def _transaction_conflict(err: Exception) -> bool:
     """A TransactGetItems refused because a write on one of its items was in flight (retry: not an error)."""
-    from botocore.exceptions import ClientError
-
-    if not isinstance(err, ClientError):
+    if _error_code(err) != "TransactionCanceledException":
         return False
-    if err.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-        return False
-    reasons = err.response.get("CancellationReasons") or []
+    reasons = _cancellation_reasons(err)
     return any(r.get("Code") == "TransactionConflict" for r in reasons) or not reasons
 
 
@@ -701,8 +697,7 @@ class FleetStore:
         given back under its own id (``release``), which replaces the open item a claimer that died between its
         two writes left behind (``claim``)."""
         item = {
-            "pk": {"S": self.open_pk(_shard(r.id, OPEN_SHARDS))},
-            "sk": {"S": r.id},
+            **self._open_key(r.id),
             "start_after": _s(r.start_after),
             "end": _s(r.end),
             "estimate": _n(r.estimate),
@@ -715,6 +710,9 @@ class FleetStore:
         if fresh:
             put["ConditionExpression"] = "attribute_not_exists(pk)"
         return {"Put": put}
+
+    def _open_key(self, range_id: str) -> dict[str, Any]:
+        return {"pk": {"S": self.open_pk(_shard(range_id, OPEN_SHARDS))}, "sk": {"S": range_id}}
 
     def _lease_key(self, range_id: str) -> dict[str, Any]:
         return {"pk": {"S": self.lease_pk(_shard(range_id, LEASE_SHARDS))}, "sk": {"S": range_id}}
@@ -987,10 +985,7 @@ class FleetStore:
                 return None
             raise
         try:
-            self.ddb.delete_item(
-                TableName=self.table,
-                Key={"pk": {"S": self.open_pk(_shard(r.id, OPEN_SHARDS))}, "sk": {"S": r.id}},
-            )
+            self.ddb.delete_item(TableName=self.table, Key=self._open_key(r.id))
         except Exception:  # noqa: BLE001 - the lease is ours; a stale open item only costs failed claims
             logger.warning("run %s: the open item of %s was not deleted", self.run, r.id, exc_info=True)
         return lease
@@ -1486,13 +1481,7 @@ def launch(
     # 20 ms each (an assumption, bench.sim.des.Config.invoke_s) start the last lister 20 s after the first; the
     # simulator has always modelled these threads (Config.launcher_threads). The first exception (after
     # botocore's retries) fails the Launch.
-    listers = range(cfg.max_listers)
-    if cfg.max_listers <= 1:
-        for i in listers:
-            invoke(i)
-    else:
-        with ThreadPoolExecutor(min(LAUNCH_THREADS, cfg.max_listers), thread_name_prefix="launch") as pool:
-            list(pool.map(invoke, listers))
+    _parallel(invoke, range(cfg.max_listers), LAUNCH_THREADS, name="launch")
     return {"generation": generation, "listers": cfg.max_listers, "seeds": len(seeds)}
 
 
@@ -2375,12 +2364,14 @@ def run_lister(
 # --------------------------------------------------------------------------------------------------
 
 
-def _parallel(fn: Callable[[Any], Any], items: Sequence[Any], workers: int = 64) -> list[Any]:
+def _parallel(
+    fn: Callable[[Any], Any], items: Sequence[Any], workers: int = 64, name: str = "reduce"
+) -> list[Any]:
     """``fn`` over ``items`` on ``workers`` threads (64: the S3 client's pool, clients.s3; the simulator's
-    reduce model, bench.sim.des.Config.reduce_parallel, assumes the same)."""
+    reduce model, bench.sim.des.Config.reduce_parallel, assumes the same); the first exception is raised."""
     if len(items) <= 1:
         return [fn(i) for i in items]
-    with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="reduce") as pool:
+    with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix=name) as pool:
         return list(pool.map(fn, items))
 
 
