@@ -11,6 +11,13 @@
 - ``nonascii``: 40 top-level folders with non-ASCII names, each file name a long (16-24 character)
   random segment drawn from CJK, Hangul, Cyrillic, Greek, accented Latin and emoji (UTF-8 of 2, 3 and 4
   bytes), then ``.bin``: the byte-value alphabet at every position is wide and sparse.
+- ``hashed-prefix``: 65,536 top-level ``<4 hex>/`` prefixes (the layout AWS once advised for request
+  rates), each with 1-5 daily folders ``2025-03-DD/`` of ``<base36>.parquet``: a flat, very wide first
+  level whose directories each hold a page or two at 25M (2026-11-27, unseen-shape check).
+- ``users``: ``home/<user>/proj_<k>/<base36>.dat``, 50,000 users of Zipf(1.0) sizes with 1-8 projects
+  each: one directory holds tens of thousands of subdirectories of very different sizes (2026-11-27).
+- ``logs-hourly``: ``logs/app=<app>/year=2025/month=MM/day=DD/hour=HH/<32 hex>.json.gz``, six apps of
+  Zipf(1.5) sizes, a diurnal cycle over the hours: Hive-style partitions five levels deep (2026-11-27).
 
 Like bench.keyspace's shapes, keys are computed from their rank; construction is O(blocks).
 """
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import random
 
-from bench.keyspace import BASE36, SHAPES, Blocks, Codes, Keyspace, _apportion, _width_for
+from bench.keyspace import BASE36, HEX, SHAPES, Blocks, Codes, Keyspace, _apportion, _width_for
 
 
 def _zipf(k: int, s: float, rnd: random.Random) -> list[float]:
@@ -153,7 +160,99 @@ def uuid_projects(n: int, seed: int = 13) -> Keyspace:
     )
 
 
-EXTRA_SHAPES = {"deep-tree": deep_tree, "nonascii": nonascii, "uuid-projects": uuid_projects}
+def hashed_prefix(n: int, seed: int = 14) -> Keyspace:
+    """<4 hex>/2025-03-<DD>/<base36>.parquet: 65,536 hashed tops, 1-5 days each, sizes uniform-ish."""
+    rnd = random.Random(seed)
+    tops = [f"{i:04x}/" for i in range(65_536)]
+    counts = _apportion(n, [rnd.uniform(0.5, 1.5) for _ in tops])
+    pref, inner = [], []
+    for ti, (top, tc) in enumerate(zip(tops, counts, strict=True)):
+        if tc == 0:
+            continue
+        days = sorted(rnd.sample(range(1, 29), rnd.randint(1, 5)))
+        d_counts = _apportion(tc, [rnd.uniform(0.2, 1.0) for _ in days])
+        d_pref, d_inner = [], []
+        for di, (day, dc) in enumerate(zip(days, d_counts, strict=True)):
+            if dc == 0:
+                continue
+            d_pref.append(f"2025-03-{day:02d}/")
+            d_inner.append(
+                Codes(dc, BASE36, _width_for(dc, 36, 8), ".parquet", salt=seed * 65_537 + ti * 7 + di)
+            )
+        pref.append(top)
+        inner.append(Blocks(d_pref, d_inner))
+    return Keyspace("hashed-prefix", Blocks(pref, inner), seed=seed, size_median=40_000_000, size_sigma=1.0)
+
+
+USER_CHARS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def users(n: int, seed: int = 15) -> Keyspace:
+    """home/<user>/proj_<k>/<base36>.dat: 50,000 users of Zipf(1.0) sizes, 1-8 projects each."""
+    rnd = random.Random(seed)
+    names: set[str] = set()
+    while len(names) < 50_000:
+        name = "".join(rnd.choice(USER_CHARS) for _ in range(rnd.randint(2, 8)))
+        names.add(name + (str(rnd.randrange(100)) if rnd.random() < 0.3 else "") + "/")
+    people = sorted(names)
+    counts = _apportion(n, _zipf(len(people), 1.0, rnd))
+    pref, inner = [], []
+    for ui, (user, uc) in enumerate(zip(people, counts, strict=True)):
+        if uc == 0:
+            continue
+        k = rnd.randint(1, 8)
+        p_counts = _apportion(uc, _zipf(k, 1.0, rnd))
+        p_pref, p_inner = [], []
+        for pi, pc in enumerate(p_counts):
+            if pc == 0:
+                continue
+            p_pref.append(f"proj_{pi}/")
+            p_inner.append(
+                Codes(pc, BASE36, _width_for(pc, 36, 5), ".dat", salt=seed * 1_000_003 + ui * 11 + pi)
+            )
+        pref.append(user)
+        inner.append(Blocks(p_pref, p_inner))
+    return Keyspace(
+        "users", Blocks(["home/"], [Blocks(pref, inner)]), seed=seed, size_median=300_000, size_sigma=2.0
+    )
+
+
+def logs_hourly(n: int, seed: int = 16) -> Keyspace:
+    """logs/app=<app>/year=2025/month=MM/day=DD/hour=HH/<32 hex>.json.gz, Zipf(1.5) apps, diurnal hours."""
+    rnd = random.Random(seed)
+    apps = ["api-gateway", "auth", "billing", "ingest", "scheduler", "web"]
+    a_counts = _apportion(n, _zipf(len(apps), 1.5, rnd))
+    diurnal = [0.3 + (1.0 if 8 <= h <= 20 else 0.0) + rnd.uniform(0.0, 0.2) for h in range(24)]
+    hours = [(m, d, h) for m in range(1, 13) for d in range(1, 29) for h in range(24)]
+    pref, inner = [], []
+    for ai, (app, ac) in enumerate(zip(apps, a_counts, strict=True)):
+        if ac == 0:
+            continue
+        h_counts = _apportion(ac, [diurnal[h] * rnd.uniform(0.8, 1.2) for (_, _, h) in hours])
+        months: dict[int, dict[int, tuple[list[str], list[Codes]]]] = {}
+        for hi, ((m, d, h), hc) in enumerate(zip(hours, h_counts, strict=True)):
+            if hc == 0:
+                continue
+            hp, hin = months.setdefault(m, {}).setdefault(d, ([], []))
+            hp.append(f"hour={h:02d}/")
+            hin.append(Codes(hc, HEX, 32, ".json.gz", salt=seed * 7_919 + ai * 100_003 + hi))
+        m_pref, m_inner = [], []
+        for m, days in months.items():
+            m_pref.append(f"month={m:02d}/")
+            m_inner.append(Blocks([f"day={d:02d}/" for d in days], [Blocks(*days[d]) for d in days]))
+        pref.append(f"app={app}/")
+        inner.append(Blocks(["year=2025/"], [Blocks(m_pref, m_inner)]))
+    return Keyspace("logs-hourly", Blocks(["logs/"], [Blocks(pref, inner)]), seed=seed, size_median=200_000)
+
+
+EXTRA_SHAPES = {
+    "deep-tree": deep_tree,
+    "nonascii": nonascii,
+    "uuid-projects": uuid_projects,
+    "hashed-prefix": hashed_prefix,
+    "users": users,
+    "logs-hourly": logs_hourly,
+}
 ALL_SHAPES = {**SHAPES, **EXTRA_SHAPES}
 
 
