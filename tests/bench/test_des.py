@@ -24,7 +24,10 @@ def _explicit(shape: str, n: int) -> K.Keyspace:
     return K.explicit([model.key(r) for r in range(n)], name=shape)
 
 
-@pytest.mark.parametrize("shape", ["unicode", "nonascii", "deep-tree", "dated", "uuid-projects"])
+@pytest.mark.parametrize(
+    "shape",
+    ["unicode", "nonascii", "deep-tree", "dated", "uuid-projects", "hashed-prefix", "users", "logs-hourly"],
+)
 def test_host_run_lists_every_key_once_brute_force(shape: str) -> None:
     ks = _explicit(shape, 20_000)
     sim = Sim(ks, Config(mode="host", streams=16, min_split_pages=1), seed=3)
@@ -36,6 +39,19 @@ def test_host_run_lists_every_key_once_brute_force(shape: str) -> None:
     # the engine finds no cut point in an open remainder whose first varying byte is non-ASCII (report)
     assert res.splits > 0 or shape == "nonascii"
     assert res.list_requests >= 20
+
+
+@pytest.mark.parametrize("shape", ["hashed-prefix", "users", "logs-hourly"])
+def test_fleet_run_with_faults_and_killed_listers_is_exact_on_wide_directory_levels(shape: str) -> None:
+    """The shapes with a level of thousands of directories (2026-11-27): 10 % of attempts failing and listers
+    killed mid-range, every key still listed once (count, bytes and the set of keys: Result.exact)."""
+    ks = make_any(shape, 200_000)
+    cfg = Config(mode="fleet", listers=10, per_lister=4, faults=0.1, kill=0.2, pace=True)
+    res = simulate(ks, cfg, seed=4)
+    assert res.exact, res.exact_detail
+    assert res.objects == ks.n and res.bytes == ks.bytes_between(0, ks.n)
+    assert res.killed == 2 and sum(res.faults.values()) > 0
+    assert res.splits > 0 and res.dir_requests > 0
 
 
 def test_same_seed_same_numbers_other_seed_other_numbers() -> None:
