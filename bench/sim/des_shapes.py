@@ -35,6 +35,17 @@ def _zipf(k: int, s: float, rnd: random.Random) -> list[float]:
     return w
 
 
+def _code_dirs(names: list[str], counts: list[int], min_width: int, suffix: str, salt: int) -> Blocks:
+    """Directories ``names`` (those with keys) of ``counts[i]`` base-36 file names each, ending in ``suffix``;
+    the i-th salted ``salt + i``."""
+    pref, inner = [], []
+    for i, (name, c) in enumerate(zip(names, counts, strict=True)):
+        if c:
+            pref.append(name)
+            inner.append(Codes(c, BASE36, _width_for(c, 36, min_width), suffix, salt=salt + i))
+    return Blocks(pref, inner)
+
+
 def deep_tree(n: int, seed: int = 11) -> Keyspace:
     """projects/<name>/run-<NNNNNNN>/shard=<NNN>/<base36>.tif with Zipf fan-out at each level."""
     rnd = random.Random(seed)
@@ -142,17 +153,11 @@ def uuid_projects(n: int, seed: int = 13) -> Keyspace:
             if sc == 0:
                 continue
             d_counts = _apportion(sc, [rnd.uniform(0.5, 1.5) for _ in range(days)])
-            d_pref, d_inner = [], []
-            for di, dc in enumerate(d_counts):
-                if dc == 0:
-                    continue
-                day = first + di
-                d_pref.append(f"2025-{1 + day // 28 % 12:02d}-{1 + day % 28:02d}/")
-                d_inner.append(
-                    Codes(dc, BASE36, _width_for(dc, 36, 6), ".h5", salt=seed * 7919 + pi * 31 + si * 7 + di)
-                )
+            d_names = [
+                f"2025-{1 + day // 28 % 12:02d}-{1 + day % 28:02d}/" for day in range(first, first + days)
+            ]
             sub_pref.append(sub)
-            sub_inner.append(Blocks(d_pref, d_inner))
+            sub_inner.append(_code_dirs(d_names, d_counts, 6, ".h5", seed * 7919 + pi * 31 + si * 7))
         p_pref.append(name)
         p_inner.append(Blocks(sub_pref, sub_inner))
     return Keyspace(
@@ -171,16 +176,9 @@ def hashed_prefix(n: int, seed: int = 14) -> Keyspace:
             continue
         days = sorted(rnd.sample(range(1, 29), rnd.randint(1, 5)))
         d_counts = _apportion(tc, [rnd.uniform(0.2, 1.0) for _ in days])
-        d_pref, d_inner = [], []
-        for di, (day, dc) in enumerate(zip(days, d_counts, strict=True)):
-            if dc == 0:
-                continue
-            d_pref.append(f"2025-03-{day:02d}/")
-            d_inner.append(
-                Codes(dc, BASE36, _width_for(dc, 36, 8), ".parquet", salt=seed * 65_537 + ti * 7 + di)
-            )
+        d_names = [f"2025-03-{day:02d}/" for day in days]
         pref.append(top)
-        inner.append(Blocks(d_pref, d_inner))
+        inner.append(_code_dirs(d_names, d_counts, 8, ".parquet", seed * 65_537 + ti * 7))
     return Keyspace("hashed-prefix", Blocks(pref, inner), seed=seed, size_median=40_000_000, size_sigma=1.0)
 
 
@@ -202,16 +200,9 @@ def users(n: int, seed: int = 15) -> Keyspace:
             continue
         k = rnd.randint(1, 8)
         p_counts = _apportion(uc, _zipf(k, 1.0, rnd))
-        p_pref, p_inner = [], []
-        for pi, pc in enumerate(p_counts):
-            if pc == 0:
-                continue
-            p_pref.append(f"proj_{pi}/")
-            p_inner.append(
-                Codes(pc, BASE36, _width_for(pc, 36, 5), ".dat", salt=seed * 1_000_003 + ui * 11 + pi)
-            )
+        p_names = [f"proj_{pi}/" for pi in range(k)]
         pref.append(user)
-        inner.append(Blocks(p_pref, p_inner))
+        inner.append(_code_dirs(p_names, p_counts, 5, ".dat", seed * 1_000_003 + ui * 11))
     return Keyspace(
         "users", Blocks(["home/"], [Blocks(pref, inner)]), seed=seed, size_median=300_000, size_sigma=2.0
     )
