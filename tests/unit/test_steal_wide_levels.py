@@ -27,7 +27,7 @@ def user_keys(names: list[str]) -> list[str]:
     )
 
 
-def first_page_and_explore(keys: list[str], start_after: str) -> tuple[Cursor, FakeS3, list[dict[str, Any]]]:
+def first_page_and_explore(keys: list[str], start_after: str) -> tuple[Cursor, list[dict[str, Any]]]:
     """A thief's cursor after its first page and every directory request it wants before a 4-way split."""
     s3 = FakeS3(keys)
     cur = Cursor(KeyRange(id="r", start_after=start_after))
@@ -42,7 +42,7 @@ def first_page_and_explore(keys: list[str], start_after: str) -> tuple[Cursor, F
             r = s3.list_objects_v2(Bucket="bkt", **q)
             cur.take_dirs(q, [p["Prefix"] for p in r.get("CommonPrefixes", [])], r["IsTruncated"])
             asked.append(q)
-    return cur, s3, asked
+    return cur, asked
 
 
 def keys_per_part(keys: list[str], cur: Cursor, pieces: list[KeyRange]) -> list[int]:
@@ -64,7 +64,7 @@ def keys_per_part(keys: list[str], cur: Cursor, pieces: list[KeyRange]) -> list[
 def test_a_level_asked_from_its_start_whose_answer_ends_before_pos_is_asked_again_from_pos() -> None:
     # 3,000 users: asked from "home/", S3 names u0000..u0999, all before the thief's position in u2000
     keys = user_keys([f"u{i:04d}" for i in range(3000)])
-    cur, _, asked = first_page_and_explore(keys, "home/u2000/")
+    cur, asked = first_page_and_explore(keys, "home/u2000/")
     assert cur.pos is not None and cur.pos.startswith("home/u20")
     home = [q for q in asked if q.get("Prefix") == "home/"]
     assert [q["StartAfter"] for q in home] == ["home/", cur.pos]
@@ -86,7 +86,7 @@ def test_a_remainder_of_which_s3_named_the_first_directories_is_cut_over_the_who
     )
     keys = user_keys(names)
     start = next(n for n in names if n.startswith("b"))
-    cur, _, asked = first_page_and_explore(keys, f"home/{start}/")
+    cur, _ = first_page_and_explore(keys, f"home/{start}/")
     assert cur.dirs_known_upto is not None and cur.dirs_known_upto < "home/c"  # S3 named only "b..." users
     pieces = cur.split(4, POLICY, (f"p{i}" for i in itertools.count()).__next__)
     assert len(pieces) == 3

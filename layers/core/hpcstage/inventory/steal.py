@@ -641,9 +641,10 @@ class Cursor:
         level = request.get("Prefix", "")
         self.rev += 1
         self.explored.add(level)
-        if request.get("StartAfter") != level:
+        from_start = request.get("StartAfter") == level
+        if not from_start:
             self.asked_from_pos.add(level)
-        if request.get("StartAfter") == level and not truncated:
+        if from_start and not truncated:
             self.fanout[level] = len(common_prefixes)
             if level != self.prefix:
                 parent = _parent(level)
@@ -821,7 +822,7 @@ class Cursor:
             # that no piece costs a request to find it empty (simulator, 25M dated: 517 of 524 empty pages
             # were such pieces). A level taken to hold one directory and not asked, or an answer cut short,
             # may hide more: that space is a piece of its own.
-            leaf_end = levels[-1][:-1] + "0"  # past every key under it ("0" is the byte after "/")
+            leaf_end = _past(levels[-1])
             small_past = all(level in self.explored and level not in self.level_upto for level in needed)
             if self.end is None or leaf_end < self.end:
                 if small_past:
@@ -849,7 +850,7 @@ class Cursor:
         assert self.pos is not None and self.dirs_known_upto is not None
         level = _parent(self.dirs_known_upto)
         end = self.range.end
-        level_end = level[:-1] + "0" if level else None  # past every key under level ("0" follows "/")
+        level_end = _past(level) if level else None
         hi = level_end if level_end is not None and (end is None or end > level_end) else end
         j = self.pos.find(DIR_DELIMITER, len(level))
         lo = self.pos[:j] if j >= 0 else self.pos
@@ -878,6 +879,11 @@ class Cursor:
 def _parent(level: str) -> str:
     """The directory holding directory ``level`` ("a/b/" -> "a/", "a/" -> "")."""
     return level[: level.rfind(DIR_DELIMITER, 0, len(level) - 1) + 1]
+
+
+def _past(directory: str) -> str:
+    """The first key past every key under ``directory`` ("a/b/" -> "a/b0": "0" is the byte after "/")."""
+    return directory[:-1] + "0"
 
 
 def _weighted_cuts(
