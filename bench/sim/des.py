@@ -285,6 +285,16 @@ def open_item_kb(p: KeyRange) -> int:
     return max(1, math.ceil(open_item_bytes(p) / 1024))
 
 
+def _path_dirs(key: str, prefix: str) -> list[str]:
+    """The directories holding ``key`` below ``prefix`` ("a/b/c" -> ["a/", "a/b/"]), as Cursor._levels()[1:]."""
+    out = []
+    i = len(prefix)
+    while (j := key.find("/", i)) >= 0:
+        out.append(key[: j + 1])
+        i = j + 1
+    return out
+
+
 def _bound(t: tuple[int, str]) -> str | None:
     return None if t[0] != 1 else t[1]
 
@@ -784,6 +794,12 @@ class Sim:
         if r0 > st.start_rank:
             st.cursor.first = self.key(st.start_rank)
             st.cursor.objects = r0 - st.start_rank
+            # and where each directory on the last key's path began (Cursor.entered), as take() noted it
+            last = self.key(r0 - 1)
+            st.cursor.entered = {
+                d: max(self.ks.count_lt(d), st.start_rank) - st.start_rank
+                for d in _path_dirs(last, st.cursor.prefix)
+            }
         n = st.cursor.take(PageKeys(self.key, r0, r1 - r0), truncated, str(r1) if truncated else None)
         if n != st.rank - r0 or st.cursor.done:
             raise AssertionError(

@@ -3,6 +3,7 @@ asks S3 about fewer directories; every carried fact is true of the piece (checke
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import pickle
@@ -77,10 +78,13 @@ def test_a_thief_with_its_donors_knowledge_asks_fewer_directories_and_lists_the_
     without, dirs_without, _ = list_all(s3, [KeyRange(id="r0")], carry=False)
     assert sorted(with_k) == sorted(without) == keys  # every key, both ways
     assert len(with_k) == len(without) == len(keys)  # and once
-    # the thieves knew the years and months their donors asked about: each asks only for the days of the
-    # month it starts in (the splits differ too: a thief that knows every level cuts by the tree estimate
-    # at once, where one that asks is held to MAX_EXPLORE requests per split)
-    assert (dirs_with, dirs_without) == (28, 125)
+    # the thieves knew the years and months their donors asked about, and how many keys a month holds: the
+    # seed asks its three levels; of the thieves, three ask for the days of the month they start in and two,
+    # starting in a year of their own, for its months and the days of its first; the rest take the months as
+    # too small to cut inside (steal.SMALL_DIR_KEYS) and ask nothing (the splits differ too: a thief that
+    # knows every level cuts by the tree estimate at once, where one that asks is held to MAX_EXPLORE
+    # requests per split)
+    assert (dirs_with, dirs_without) == (10, 125)
 
 
 def test_a_piece_knows_the_levels_its_donor_asked_about_that_hold_it() -> None:
@@ -240,6 +244,7 @@ def test_knowledge_round_trips_through_its_encoding_and_pickling(
         fanout=tuple(zip(levels, counts, strict=False)),
         dirs=tuple(sorted({start_after + d + "/" for d in dirs})),
         single=tuple(zip(("", *levels), (-1, *counts), strict=False)),
+        sizes=tuple(zip(levels, reversed(counts), strict=False)),
     )
     text = known.encode(start_after)
     assert DirKnowledge.decode(text, start_after) == known
@@ -253,6 +258,17 @@ def test_a_level_that_is_not_a_prefix_of_the_start_is_refused() -> None:
         DirKnowledge(levels=("b/",)).encode("a/x")
     with pytest.raises(ValueError, match="not a prefix"):
         DirKnowledge(single=(("b/", 2),)).encode("a/x")
+    with pytest.raises(ValueError, match="not a prefix"):
+        DirKnowledge(sizes=(("b/", 2),)).encode("a/x")
+
+
+@pytest.fixture
+def one_child_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests of the one-child pattern see it alone: their tenants are small, and the rule that a small
+    directory is not asked about (steal.SMALL_DIR_KEYS, tested below) would take their place."""
+    import hpcstage.inventory.steal as steal
+
+    monkeypatch.setattr(steal, "SMALL_DIR_KEYS", 0)
 
 
 def tenant_keys(odd: bool = False) -> list[str]:
@@ -284,7 +300,9 @@ def walk_asking(keys: list[str]) -> tuple[Cursor, list[str]]:
     return cur, asked
 
 
-def test_subdirectories_that_hold_one_directory_each_are_asked_twice_then_taken_as_the_pattern() -> None:
+def test_subdirectories_that_hold_one_directory_each_are_asked_twice_then_taken_as_the_pattern(
+    one_child_only: None,
+) -> None:
     """<tenant>/files/: the top level is asked once (from pos); a tenant's own level from its start only for
     the first SINGLE_CHILD_PROOF tenants a remainder crossed from, each naming files/ alone. After that no
     tenant is asked about, and the remainder is still estimated from the tree (fan-out 1)."""
@@ -305,7 +323,9 @@ def test_subdirectories_that_hold_one_directory_each_are_asked_twice_then_taken_
     assert mid.remaining_pages(100) is not None
 
 
-def test_a_parent_with_one_subdirectory_of_another_fan_out_is_asked_about_everywhere() -> None:
+def test_a_parent_with_one_subdirectory_of_another_fan_out_is_asked_about_everywhere(
+    one_child_only: None,
+) -> None:
     """One tenant among the first with files/ and logs/: the pattern is refused (-1) and every tenant a
     remainder crosses from is asked about from its start, as before the pattern existed."""
     keys = tenant_keys(odd=True)
@@ -336,9 +356,9 @@ def test_keys_listed_in_two_subdirectories_of_one_directory_refute_the_one_child
     assert deep.single == {"p/x/": -1, "p/": 2}
 
 
-def test_a_tenant_past_the_pattern_with_a_second_subdirectory_is_asked_about_after_its_listing_shows_it() -> (
-    None
-):
+def test_a_tenant_past_the_pattern_with_a_second_subdirectory_is_asked_about_after_its_listing_shows_it(
+    one_child_only: None,
+) -> None:
     """<tenant>/files/ for 300 tenants, but the tenant of the 350th key also holds logs/ (150 keys): once a
     page crosses from its files/ into its logs/, tenants are asked about again (the pattern is refuted)."""
     keys = tenant_keys()
@@ -352,7 +372,7 @@ def test_a_tenant_past_the_pattern_with_a_second_subdirectory_is_asked_about_aft
 
 
 def test_the_pattern_travels_with_a_piece_and_the_listing_is_the_same(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, one_child_only: None
 ) -> None:
     """Pieces carry the parent's count (``DirKnowledge.single``), so their thieves ask about no tenant
     either; every key is listed once both ways."""
@@ -374,3 +394,115 @@ def test_the_pattern_travels_with_a_piece_and_the_listing_is_the_same(
     # one piece apart: the answers size one remainder differently (before a remainder had to use up its
     # estimate to be halved by count, steal.BISECT_DIRS, both listings made 27)
     assert (pieces, asked_pieces) == (21, 20)
+
+
+def hashed_keys(big: int | None = None) -> list[str]:
+    """<4 hex>/2025-03-0D/<hex>.parquet: 300 hashed tops of two days of 10-15 keys each (a page of 100 keys
+    spans four tops); ``big``: the index of a top whose days hold 3,000 keys each."""
+    rng = random.Random(5)
+    keys = []
+    for t in range(300):
+        top = f"{t * 211 % 65536:04x}/"
+        for d in (1, 2):
+            n = 3000 if t == big else rng.randint(10, 15)
+            keys += [f"{top}2025-03-{d:02d}/{rng.getrandbits(40):010x}.parquet" for _ in range(n)]
+    return sorted(set(keys))
+
+
+def test_where_a_directorys_siblings_were_small_it_is_not_asked_about() -> None:
+    """The top level is asked once (from pos), the top pos is in after the first page from its start (no
+    sibling listed yet); after that every top holds less than twice the keys listed per top entered
+    (steal.SMALL_DIR_KEYS), so none is asked about, and the remainder is still estimated from the tree."""
+    keys = hashed_keys()
+    cur, asked = walk_asking(keys)
+    assert asked == ["", keys[99][:5]]
+    tops = sorted({k[:5] for k in keys})
+    # the keys listed since the top level was asked, over the tops entered since: about 25 per top
+    mean = cur._sibling_mean("")
+    assert mean is not None and 20 <= mean <= 30
+    mid = Cursor(KeyRange(id="m"))
+    for i in range(0, 400, 100):
+        mid.take(keys[i : i + 100], True, "t")
+    mid.dir_ref = {"": (keys[99], 100)}
+    mid.explored = {""}
+    mid.dir_cuts = [t for t in tops if t > keys[99]]
+    assert mid._small_child(keys[399][:5])
+    assert mid.explore(4, SplitPolicy(min_split_pages=1, page_keys=100)) is None
+    est = mid.remaining_pages(100)
+    assert est is not None and 0.8 * (len(keys) - 400) / 100 <= est <= 1.2 * (len(keys) - 400) / 100
+
+
+def test_a_large_directory_among_small_ones_is_asked_about_once_its_listing_shows_it() -> None:
+    """The 151st top holds 6,000 keys: the first page in it shows a day of more than twice the keys listed
+    per top, and it is asked about from its start (to be cut inside); no other top is."""
+    keys = hashed_keys(big=150)
+    tops = sorted({k[:5] for k in keys})
+    cur, asked = walk_asking(keys)
+    assert asked == ["", keys[99][:5], tops[150]]
+
+
+def test_the_size_of_small_directories_travels_with_a_piece_and_the_listing_is_the_same() -> None:
+    """Pieces carry the keys per top their donor listed (``DirKnowledge.sizes``), so their thieves take the
+    tops they enter as small at once; every key is listed once, with and without."""
+    keys = hashed_keys()
+    s3 = FakeS3(keys)
+    listed, dirs, _ = list_all(s3, [KeyRange(id="r0")], carry=True)
+    bare, bare_dirs, _ = list_all(s3, [KeyRange(id="r0")], carry=False)
+    assert sorted(listed) == sorted(bare) == keys and len(listed) == len(bare) == len(keys)
+    # the seed asks the top level and its top; of its four pieces, three ask about the top they start in
+    # (their donor had listed no top whole when it split after its first page), the rest nothing
+    assert (dirs, bare_dirs) == (5, 14)
+    donor = Cursor(KeyRange(id="d"))
+    for i in range(0, 300, 100):
+        donor.take(keys[i : i + 100], True, "t")
+    q = donor.explore(4, POLICY)
+    assert q is not None and q["StartAfter"] == keys[299]
+    donor.take_dirs(q, [t for t in sorted({k[:5] for k in keys}) if t > keys[299]])
+    for i in range(300, 600, 100):
+        donor.take(keys[i : i + 100], True, "t")
+    pieces = donor.split(4, POLICY, iter(["a", "b", "c"]).__next__)
+    mean = donor._sibling_mean("")
+    assert pieces and mean is not None
+    assert all(p.known is not None and p.known.sizes == (("", round(mean)),) for p in pieces)
+    start = bisect.bisect_right(keys, pieces[0].start_after or "")
+
+    def asked_by(piece: KeyRange) -> list[dict[str, Any]]:
+        """The directory requests the thief of ``piece`` sends after its first page."""
+        thief = Cursor(piece)
+        thief.take(keys[start : start + 100], True, "t")
+        out = []
+        while (q := thief.explore(4, POLICY)) is not None:
+            out.append(q)
+            thief.take_dirs(
+                q, [p["Prefix"] for p in s3.list_objects_v2(Bucket="b", **q).get("CommonPrefixes", [])]
+            )
+        return out
+
+    assert Cursor(pieces[0]).carried_mean == {"": round(mean)}
+    top_level = {"Delimiter": "/", "MaxKeys": 1000, "StartAfter": keys[start + 99]}
+    assert asked_by(pieces[0]) == [top_level]
+    # without the size, the same thief also asks about the top it is in, from its start
+    assert pieces[0].known is not None
+    bare_piece = dataclasses.replace(pieces[0], known=dataclasses.replace(pieces[0].known, sizes=()))
+    top = keys[start + 99][:5]
+    assert asked_by(bare_piece) == [
+        top_level,
+        {"Delimiter": "/", "MaxKeys": 1000, "StartAfter": top, "Prefix": top},
+    ]
+
+
+def test_a_cursor_notes_where_each_directory_on_its_path_began() -> None:
+    """``Cursor.entered``: the keys taken before each directory on pos's path (a range that starts inside
+    one counts from its start), so that ``_listed_in`` tells how many keys of it were listed."""
+    cur = Cursor(KeyRange(id="r"))
+    cur.take(["a/1", "a/2", "b/1"], True, "t")
+    assert cur.entered == {"b/": 2} and cur._listed_in("b/") == 1
+    cur.take(["b/2", "c/x/1", "c/x/2"], True, "t")
+    assert cur.entered == {"c/": 4, "c/x/": 4} and cur._listed_in("c/x/") == 2
+    cur.take(["c/x/3", "c/y/1"], True, "t")
+    assert cur.entered == {"c/": 4, "c/y/": 7} and cur._listed_in("c/") == 4
+    cur.take(["d"], False, None)
+    assert cur.entered == {}  # a file at the top: no directory holds it
+    inside = Cursor(KeyRange(id="i", start_after="b/0"))
+    inside.take(["b/1", "b/2"], True, "t")
+    assert inside.entered == {"b/": 0} and inside._listed_in("b/") == 2

@@ -20,13 +20,16 @@ class DirKnowledge:
     - ``dirs``: directories (common prefixes S3 named) strictly inside the range, sorted;
     - ``single``: (parent, n) for parents (prefixes of ``start_after``) n of whose subdirectories asked from
       their start held exactly one directory each, or -1 when one held another number
-      (``steal.SINGLE_CHILD_PROOF``).
+      (``steal.SINGLE_CHILD_PROOF``);
+    - ``sizes``: (parent, keys) for parents (prefixes of ``start_after``) whose subdirectories the donor
+      listed held about that many keys each (``steal.Cursor._sibling_mean``).
     """
 
     levels: tuple[str, ...] = ()
     fanout: tuple[tuple[str, int], ...] = ()
     dirs: tuple[str, ...] = ()
     single: tuple[tuple[str, int], ...] = ()
+    sizes: tuple[tuple[str, int], ...] = ()
 
     def encode(self, start_after: str) -> str:
         """A compact JSON string: levels and fan-outs as lengths of prefixes of ``start_after`` (they are
@@ -45,7 +48,14 @@ class DirKnowledge:
         }
         if self.single:
             out["s"] = [[len(parent), n] for parent, n in self.single]
-        for level in (*self.levels, *(level for level, _ in self.fanout), *(p for p, _ in self.single)):
+        if self.sizes:
+            out["z"] = [[len(parent), n] for parent, n in self.sizes]
+        for level in (
+            *self.levels,
+            *(level for level, _ in self.fanout),
+            *(p for p, _ in self.single),
+            *(p for p, _ in self.sizes),
+        ):
             if not start_after.startswith(level):
                 raise ValueError(
                     f"directory level {level!r} is not a prefix of the range start {start_after!r}"
@@ -65,6 +75,7 @@ class DirKnowledge:
             fanout=tuple((start_after[: int(n)], int(c)) for n, c in d.get("f", [])),
             dirs=tuple(dirs),
             single=tuple((start_after[: int(n)], int(c)) for n, c in d.get("s", [])),
+            sizes=tuple((start_after[: int(n)], int(c)) for n, c in d.get("z", [])),
         )
 
 
