@@ -420,6 +420,9 @@ def test_where_a_directorys_siblings_were_small_it_is_not_asked_about() -> None:
     # the keys listed since the top level was asked, over the tops entered since: about 25 per top
     mean = cur._sibling_mean("")
     assert mean is not None and 20 <= mean <= 30
+    # what it learnt of the 300 tops it left is forgotten: only the levels holding its last key are kept
+    assert cur.pos is not None and set(cur.dir_ref) == {""}
+    assert cur.units and all(cur.pos.startswith(level) for level in cur.units)
     mid = Cursor(KeyRange(id="m"))
     for i in range(0, 400, 100):
         mid.take(keys[i : i + 100], True, "t")

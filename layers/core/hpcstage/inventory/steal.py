@@ -450,6 +450,10 @@ class Cursor:
         self.entered = {
             d: entered[d] if d in entered else before + bisect.bisect_left(keys, d, 0, n) for d in path
         }
+        # what was learnt of levels pos has left says nothing of the levels it is in: forget it (bounded state)
+        for facts in (self.dir_ref, self._sib_count, self.units):
+            for level in [level for level in facts if not pos.startswith(level)]:
+                del facts[level]
 
     def _listed_in(self, directory: str) -> int | None:
         """Keys listed in ``directory`` (one on pos's path) so far; None if not known."""
