@@ -124,8 +124,9 @@ SINGLE_CHILD_PROOF = 2
 # listing, a few pages, and the rule applies where a request per directory costs most: where directories
 # hold a few pages or less. Simulator, 100M hashed-prefix (65,536 "<4 hex>/" tops of about 1,500 keys, 1-5
 # days each): 29,980 of the run's 30,685 directory requests asked a top a stream had just entered, to size
-# the tops after it. (Tried and not kept: a bound of 16,000 keys, twice the default split floor: a run of
-# deep-tree 40 times larger than the runs before it was listed alone, 25M deep-tree 12.3 -> 19.7 s.)
+# the tops after it. (Tried and not kept: a bound of 16,000 keys, twice the default split floor, without the
+# look at pos's own directory: a deep-tree run of about 148,000 keys after runs of 8,000 on average was taken
+# as small and listed alone, 25M deep-tree 12.3 -> 19.7 s.)
 SMALL_DIR_KEYS = 4000
 SIBLINGS_SEEN = 2
 
