@@ -66,7 +66,7 @@ from hpcstage.inventory.fleet import (
 from hpcstage.inventory.keys import ByteInterval
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.pacing import Pacer
-from hpcstage.inventory.steal import MAX_EXPLORE, Cursor, SplitPolicy
+from hpcstage.inventory.steal import MAX_EXPLORE, Cursor, SplitPolicy, dir_levels
 
 from bench.keyspace import Keyspace
 from bench.sim.params import DEFAULT, SimParams
@@ -283,16 +283,6 @@ def open_item_bytes(p: KeyRange) -> int:
 def open_item_kb(p: KeyRange) -> int:
     """Write units of one open-range item: 1 per KB."""
     return max(1, math.ceil(open_item_bytes(p) / 1024))
-
-
-def _path_dirs(key: str, prefix: str) -> list[str]:
-    """The directories holding ``key`` below ``prefix`` ("a/b/c" -> ["a/", "a/b/"]), as Cursor._levels()[1:]."""
-    out = []
-    i = len(prefix)
-    while (j := key.find("/", i)) >= 0:
-        out.append(key[: j + 1])
-        i = j + 1
-    return out
 
 
 def _bound(t: tuple[int, str]) -> str | None:
@@ -798,7 +788,7 @@ class Sim:
             last = self.key(r0 - 1)
             st.cursor.entered = {
                 d: max(self.ks.count_lt(d), st.start_rank) - st.start_rank
-                for d in _path_dirs(last, st.cursor.prefix)
+                for d in dir_levels(last, st.cursor.prefix)[1:]
             }
         n = st.cursor.take(PageKeys(self.key, r0, r1 - r0), truncated, str(r1) if truncated else None)
         if n != st.rank - r0 or st.cursor.done:

@@ -209,7 +209,7 @@ def cut_points(
         split_at = len(common_prefix(lo_k, hi))
         leaf = lo_k.rfind("/")
         named_by_code = code is not None and code.start <= split_at and lo_k.find("/", split_at) == code.end
-        if leaf >= split_at and hi > lo_k[:leaf] + "0" and not named_by_code:
+        if leaf >= split_at and hi > _past(lo_k[: leaf + 1]) and not named_by_code:
             # lo sits inside a directory that end is not in (and end is not just past it: "0" is the
             # character after "/"): between them lie sibling directories, which interpolation would treat
             # as a filled space ("month=15"). Cut at the siblings lo's own path suggests, below end, as for
@@ -442,7 +442,7 @@ class Cursor:
         assert self.pos is not None
         pos, entered = self.pos, self.entered
         if entered:
-            deepest = max(entered, key=len)
+            deepest = next(reversed(entered))  # the path's directories are kept in order, deepest last
             if pos.startswith(deepest) and pos.find(DIR_DELIMITER, len(deepest)) < 0:
                 return  # the same path as the last key's
         elif pos.find(DIR_DELIMITER, len(self.prefix)) < 0:
@@ -600,12 +600,7 @@ class Cursor:
     def _levels(self) -> list[str]:
         """The directories holding ``pos`` from the run's prefix down: [prefix, prefix + "a/", ...]."""
         assert self.pos is not None
-        out = [self.prefix]
-        i = len(self.prefix)
-        while (j := self.pos.find(DIR_DELIMITER, i)) >= 0:
-            out.append(self.pos[: j + 1])
-            i = j + 1
-        return out
+        return dir_levels(self.pos, self.prefix)
 
     def _leaf_crossed(self) -> list[str] | None:
         """``_levels()`` when the remainder reaches past the directory ``pos`` is in (its keys are then in
@@ -990,6 +985,16 @@ class Cursor:
         if self.pos is not None and self.pos >= cuts[0]:
             self.done = True
         return given
+
+
+def dir_levels(key: str, prefix: str) -> list[str]:
+    """The directories holding ``key`` from ``prefix`` down: [prefix, prefix + "a/", ...]."""
+    out = [prefix]
+    i = len(prefix)
+    while (j := key.find(DIR_DELIMITER, i)) >= 0:
+        out.append(key[: j + 1])
+        i = j + 1
+    return out
 
 
 def _parent(level: str) -> str:
