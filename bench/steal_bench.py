@@ -28,6 +28,7 @@ from hpcstage.inventory.fleet import (
     ENDGAME_QUIET_S,
     MIN_SPLIT_PAGES,
     OPEN_SHARDS,
+    STRAGGLER_RATIO,
 )
 from hpcstage.inventory.steal import DEFAULT_MIN_SPLIT_PAGES
 
@@ -64,6 +65,9 @@ def configs(args: argparse.Namespace) -> list[Config]:
         endgame_min_split_pages=args.endgame_min_split_pages,
         endgame_pace=args.endgame_floor == "pace",
         claim_put_first=args.claim == "put",
+        straggler_ratio=args.straggler_ratio,
+        claim_largest=args.claim_largest == "on",
+        endgame_unthrottled=args.endgame_unthrottled == "on",
     )
     paces = [False, True] if args.pace == "both" else [args.pace == "on"]
     out: list[Config] = []
@@ -244,6 +248,28 @@ def main(argv: list[str] | None = None) -> int:
         default="put",
         help="a claim is a Put of the lease item, then the winner's Delete of the open item (fleet.FleetStore.claim, "
         "as fleet.py: default), or one transaction of both (the fleet before 2026-11-26's seventh session)",
+    )
+    ap.add_argument(
+        "--straggler-ratio",
+        type=float,
+        default=STRAGGLER_RATIO,
+        help="a busy lister's largest stream above this many times the fleet's mean remainder a range gives pieces "
+        "with nobody hungry (fleet.straggler_share; default fleet.STRAGGLER_RATIO); 0: never (the fleet before "
+        "2026-11-27's second session)",
+    )
+    ap.add_argument(
+        "--claim-largest",
+        choices=("on", "off"),
+        default="off",
+        help="on: a scan claims the largest open range it found (a variant measured and not kept); off: one at "
+        "random, as fleet.Lister._scan",
+    )
+    ap.add_argument(
+        "--endgame-unthrottled",
+        choices=("on", "off"),
+        default="on",
+        help="a run never throttled enters the endgame once the fleet's pace is known (fleet.Lister.wanted, "
+        "default); off: only after a throttled phase (the fleet before 2026-11-27's second session)",
     )
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
     ap.add_argument("--tag", default="")

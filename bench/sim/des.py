@@ -57,11 +57,14 @@ from hpcstage.inventory.fleet import (
     ROLLUP_READS,
     ROLLUP_SHARDS,
     ROLLUP_WAIT_S,
+    STRAGGLER_RATIO,
     FleetPace,
     endgame_floor,
     hunger_share,
     page_time,
     progress_pages,
+    progress_ranges,
+    straggler_share,
 )
 from hpcstage.inventory.keys import ByteInterval
 from hpcstage.inventory.model import KeyRange
@@ -127,6 +130,17 @@ class Config:
     # fleet.hunger_share: a lister whose largest stream holds more than its fair share of the hunger
     # serves a piece of twice the split floor per hungry lister; False: the fair share only (the fleet before)
     share_by_size: bool = True
+    # fleet.straggler_share: a busy lister whose largest stream holds more than this many times the fleet's
+    # mean remainder a range (told unclipped in the hunger items) gives pieces of it, hungry listers or not; 0:
+    # never (the fleet before 2026-11-27's second session)
+    straggler_ratio: float = STRAGGLER_RATIO
+    # a scan claims the largest open range it found (by estimate): a variant measured with the stragglers'
+    # rule and not kept (bench/RESULTS.md, 2026-11-27, second session); False: one at random, as the fleet
+    claim_largest: bool = False
+    # fleet.Lister.wanted: a run that never saw a 503 enters the endgame once the fleet's pace is known and the
+    # lister has run endgame_quiet_s; False: only after a throttled phase (the fleet before 2026-11-27's second
+    # session)
+    endgame_unthrottled: bool = True
     # whose requests one Pacer paces: "stream" (each its own, as fleet.Lister.throttle_for) or "lister" (all its
     # streams: the fleet before 2026-11-26's second session)
     pace_per: str = "stream"
@@ -389,6 +403,8 @@ class Node:
         "hunger_counted",
         "told_left",
         "told_pages",
+        "told_held",
+        "told_ranges",
         "page_s",
         "pace",
         "eg_floor",
@@ -439,6 +455,8 @@ class Node:
         # and the endgame's split floor of its last read
         self.told_left = 0
         self.told_pages = 0
+        self.told_held = 0
+        self.told_ranges = 0
         self.page_s: float | None = None
         self.pace = FleetPace()
         self.eg_floor = ENDGAME_MIN_SPLIT_PAGES
@@ -454,6 +472,8 @@ class Shard:
     # its listers' pages left by estimate and pages listed, as they told (fleet.FleetStore.add_progress)
     left: int = 0
     pages: int = 0
+    held: int = 0  # the same pages left, not clipped (fleet.HungerRead.held), in this many ranges
+    ranges: int = 0
 
 
 @dataclass
@@ -510,6 +530,9 @@ class Result:
     reduce_records: int = 0  # lease records the reduce read in the roll-ups
     reduce_rollups: int = 0  # roll-up items the reduce read (a Query per roll-up shard)
     reduce_cpu_s: float = 0.0  # the reduce's CPU on the reducing Lambda
+    straggler_shares: int = (
+        0  # reads of the hunger items that gave a straggler's pieces (fleet.straggler_share)
+    )
     local_stolen: int = 0  # local pieces another lister claimed before their donor's streams could
     reduce_reads: int = 0  # statistics sidecars the reduce read: those no roll-up covers
     reduce_in_lister: bool = (
@@ -817,36 +840,47 @@ class Sim:
             return self.endgame_policy
         return replace(self.policy, min_split_pages=node.eg_floor)
 
-    def node_left(self, node: Node) -> int:
+    def node_left(self, node: Node) -> tuple[int, int, int]:
         """fleet.Lister.tell_progress: the pages the lister holds by estimate (its listing streams' ranges and
-        the pieces queued for its idle ones, each at most PROGRESS_CLIP_FLOORS split floors)."""
+        the pieces queued for its idle ones), each at most PROGRESS_CLIP_FLOORS split floors, and not clipped,
+        and the ranges those are in."""
         keys_left = [float(p.estimate) for p, _ in node.queue]
         keys_left += [
             self.left(st) for st in node.streams if st.state == "list" and st.cursor is not None and st.last
         ]
-        return progress_pages(keys_left, PAGE, self.policy.min_split_pages)
+        floor = self.policy.min_split_pages
+        return (
+            progress_pages(keys_left, PAGE, floor),
+            progress_pages(keys_left, PAGE, floor, math.inf),
+            progress_ranges(keys_left),
+        )
 
     def tell_progress(self, node: Node, t: float) -> None:
         """fleet.Lister.tell_progress: the change in its pages left and listed, into its hunger item."""
         if not self.cfg.endgame_pace or self.cfg.mode != "fleet":
             return
-        left = self.node_left(node)
+        left, held, ranges = self.node_left(node)
         d_left, d_pages = left - node.told_left, node.pages - node.told_pages
-        if not d_left and not d_pages:
+        d_held, d_ranges = held - node.told_held, ranges - node.told_ranges
+        if not d_left and not d_pages and not d_held and not d_ranges:
             return
-        node.told_left, node.told_pages = left, node.pages
+        node.told_left, node.told_pages, node.told_held, node.told_ranges = left, node.pages, held, ranges
         self.at(
             self.ddb(t, "progress", writes={f"hunger:{node.home}": 1}),
             self.on_progress,
             node.home,
             d_left,
             d_pages,
+            d_held,
+            d_ranges,
         )
 
-    def on_progress(self, shard: int, d_left: int, d_pages: int) -> None:
+    def on_progress(self, shard: int, d_left: int, d_pages: int, d_held: int = 0, d_ranges: int = 0) -> None:
         sh = self.shards[shard]
         sh.left += d_left
         sh.pages += d_pages
+        sh.held += d_held
+        sh.ranges += d_ranges
 
     def engine_split(self, st: Stream, ways: int) -> tuple[list[KeyRange], float]:
         """The donor's split (as lister.list_range does it: directory requests first, when the remainder
@@ -1332,6 +1366,11 @@ class Sim:
         if items:
             node.scan_step = 0
             node.scan_every = cfg.idle_poll_s
+            if cfg.claim_largest:
+                # not the fleet's (Config.claim_largest): the largest found first, equal ones in random order
+                self.rng.shuffle(items)
+                items.sort(key=lambda p: -(p.estimate or 0))
+                items = items[: max(1, min(len(node.idle), cfg.claim_found))]
             picks = self.rng.sample(items, max(1, min(len(items), len(node.idle), cfg.claim_found)))
             node.claiming = True
             node.pending = len(picks)
@@ -1516,6 +1555,15 @@ class Sim:
         q = self.cfg.endgame_quiet_s
         node.endgame = bool(q) and node.fleet_t503 > -math.inf and self.now - node.fleet_t503 >= q
         pace = node.pace.read(self.now, max(0, sum(s.pages for s in self.shards)))
+        if (
+            self.cfg.endgame_unthrottled
+            and q
+            and node.fleet_t503 == -math.inf
+            and pace is not None
+            and self.now - node.started >= q
+        ):
+            # fleet.Lister.wanted: a run never throttled, once the pace is known (ENDGAME_QUIET_S)
+            node.endgame = True
         if node.endgame and self.cfg.endgame_pace:
             hi = self.policy.min_split_pages
             lo = self.endgame_policy.min_split_pages
@@ -1524,7 +1572,7 @@ class Sim:
         # fleet.Lister.wanted: the hunger shards hold the hungry listers and the live ones; each busy
         # lister serves its share of the hunger (twice over: shares are uneven) in each poll window
         hunger = sum(s.hunger for s in self.shards)
-        if hunger <= 0:
+        if hunger <= 0 and not self.cfg.straggler_ratio:
             return
         # fleet.Lister.wanted/give: the hunger read goes to the lister's stream with the most keys left by
         # estimate (Cursor.left_by_estimate, unknown first), then, when its split gives nothing, to the next.
@@ -1536,7 +1584,17 @@ class Sim:
         # the lister's share (fleet.hunger_share): by what its largest stream holds, or the fair share only
         left = self.left(cands[0]) if self.cfg.share_by_size and cands else 0.0
         floor = self.split_policy(node).min_split_pages
-        k = hunger_share(hunger, self.live, left, PAGE, floor)
+        k = hunger_share(hunger, self.live, left, PAGE, floor) if hunger > 0 else 0
+        if self.cfg.straggler_ratio and cands:
+            # fleet.straggler_share: the largest stream's pieces, hungry listers or not, beside the hunger's
+            held = max(0, sum(s.held for s in self.shards))
+            ranges = sum(s.ranges for s in self.shards)
+            mean = held / ranges if ranges > 0 else 0.0
+            most = self.cfg.publish_ways
+            strag = straggler_share(self.left(cands[0]), mean, PAGE, floor, most, self.cfg.straggler_ratio)
+            if strag:
+                self.res.straggler_shares += 1
+            k += strag
         for st in cands:
             if k <= 0:
                 return

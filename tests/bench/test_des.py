@@ -219,10 +219,10 @@ def test_the_reduce_reads_lease_items_only_when_a_dead_lister_held_records_no_ro
     assert slow_s - fast_s > (fleet.ROLLUP_READS - 1) * fleet.ROLLUP_WAIT_S and slow_cpu > fast_cpu
 
 
-def test_listers_note_503s_once_a_window_and_enter_the_endgame_only_after_a_throttled_phase() -> None:
+def test_listers_note_503s_once_a_window_and_enter_the_endgame_after_a_throttled_phase_or_none() -> None:
     """fleet.ENDGAME_QUIET_S as modelled: the t503 write into a lister's hunger item at most once a pacer
-    window per lister; none without 503s, none in host mode; and the endgame's smaller pieces only once the
-    run was throttled and went quiet."""
+    window per lister; none without 503s, none in host mode; and the endgame's smaller pieces once the run was
+    throttled and went quiet, or, in a run never throttled, once the pace is known (off: never)."""
     ks = make_any("uniform", 400_000)
     cfg = Config(mode="fleet", listers=8, per_lister=8, pace=True)
     sim = Sim(ks, cfg, seed=3)
@@ -234,11 +234,14 @@ def test_listers_note_503s_once_a_window_and_enter_the_endgame_only_after_a_thro
     assert 0 < res.ddb_calls["t503"] <= len(sim.nodes) * windows
     assert res.ddb_calls["t503"] < res.throttled
     assert max(s.t503 for s in sim.shards) > 0
-    # no partition cap in reach: no 503, no write, no endgame
+    # no partition cap in reach: no 503, no write; the endgame once the pace is known, or never
     calm = Sim(ks, Config(mode="fleet", listers=2, per_lister=2, pace=True), seed=3)
     calm_res = calm.run()
     assert calm_res.throttled == 0 and "t503" not in calm_res.ddb_calls
-    assert not any(n.endgame for n in calm.nodes)
+    assert all(n.endgame for n in calm.nodes)
+    off = Sim(ks, Config(mode="fleet", listers=2, per_lister=2, pace=True, endgame_unthrottled=False), seed=3)
+    off.run()
+    assert not any(n.endgame for n in off.nodes)
     host = Sim(ks, Config(mode="host", streams=64, pace=True), seed=3)
     host.s3_limit = 60
     host_res = host.run()
@@ -395,3 +398,19 @@ def test_the_hunger_items_never_count_more_listers_than_are_hungry() -> None:
         assert res.exact, res.exact_detail
         assert trace.samples
         assert all(s.hunger_items <= s.hungry for s in trace.samples)
+
+
+def test_stragglers_give_pieces_as_in_the_fleet_and_the_run_stays_exact() -> None:
+    """fleet.straggler_share in the model: the listers tell their pages held unclipped and the ranges they hold
+    (the hunger items' ``held`` and ``ranges``), and a busy lister's largest stream gives a straggler's pieces
+    beside the hunger's; on a shape of Zipf-sized tenants some reads of the hunger items find one, with the
+    rule off none; both runs exact, and at the end the items hold nothing."""
+    ks = make_any("multi-tenant", 200_000)
+    cfg = Config(mode="fleet", listers=10, per_lister=4, pace=True)
+    sim = Sim(ks, cfg, seed=1)
+    on = sim.run()
+    off = simulate(ks, replace(cfg, straggler_ratio=0.0), seed=1)
+    assert on.exact and off.exact, (on.exact_detail, off.exact_detail)
+    assert on.straggler_shares > 0 and off.straggler_shares == 0
+    assert on.to_dict() != off.to_dict()
+    assert sum(s.held for s in sim.shards) == 0 and sum(s.ranges for s in sim.shards) == 0

@@ -587,14 +587,14 @@ def test_each_hunger_shard_is_an_item_of_its_own_partition_key_and_hunger_sums_t
         if it["pk"]["S"].startswith("run#run-hg#")
     }
     assert items == {"run#run-hg#hunger#3": ("count", "1", "1"), "run#run-hg#hunger#15": ("count", "1", "1")}
-    assert store.hunger() == (2, 2, 0, 0, 0)
+    assert store.hunger() == (2, 2, 0, 0, 0, 0, 0)
     store.add_hunger(0, -5)
-    assert store.hunger() == (0, 2, 0, 0, 0)
-    store.add_progress(3, 40, 7)
-    store.add_progress(15, 20, 3)
-    store.add_progress(3, -10, 5)
+    assert store.hunger() == (0, 2, 0, 0, 0, 0, 0)
+    store.add_progress(3, 40, 7, 400, 4)
+    store.add_progress(15, 20, 3, 20, 1)
+    store.add_progress(3, -10, 5, -300, -2)
     read = store.hunger()
-    assert (read.hungry, read.live, read.left, read.pages) == (0, 2, 50, 15)
+    assert (read.hungry, read.live, read.left, read.pages, read.held, read.ranges) == (0, 2, 50, 15, 120, 3)
 
 
 def lister_of_a_new_run(
@@ -664,25 +664,50 @@ def test_a_lister_notes_a_503_once_a_window_and_a_fleet_quiet_for_the_endgame_re
     assert fleet.ListerOptions().listing.endgame_min_split_pages == fleet.ENDGAME_MIN_SPLIT_PAGES
 
 
+def test_a_run_never_throttled_enters_the_endgame_once_the_pace_is_known_and_a_503_ends_it(
+    aws: tuple[Any, Any],
+) -> None:
+    """fleet.ENDGAME_QUIET_S: with no 503 in the run, a lister's read of the hunger items sets the endgame once
+    the fleet's pace is known (two reads PACE_MIN_S apart) and the lister has run ENDGAME_QUIET_S; not before
+    either. Its own 503 ends it, and from then on the run's rule holds (the newest 503 ENDGAME_QUIET_S old)."""
+    clock = Clock()
+    lister = lister_of_a_new_run(aws, hunger_poll_s=0.0, clock=clock)
+
+    def endgame_after_read() -> bool:
+        lister.wanted()
+        return lister.endgame
+
+    assert not endgame_after_read()  # the pace is not known yet
+    lister._pace.pace = 120.0  # noqa: SLF001 - as two reads PACE_MIN_S apart would set it
+    assert not endgame_after_read()  # the lister has not run ENDGAME_QUIET_S
+    lister._born -= fleet.ENDGAME_QUIET_S  # noqa: SLF001
+    assert endgame_after_read()
+    lister.throttle_for(0).answered(slowdown=True)  # its own 503: the endgame ends, and the run was throttled
+    assert not lister.endgame
+    assert not endgame_after_read()  # the newest 503 is fresh
+    clock.offset += fleet.ENDGAME_QUIET_S + 0.1
+    assert endgame_after_read()
+
+
 def test_a_lister_tells_its_pages_left_and_listed_once_per_change_and_again_after_a_failed_write(
     aws: tuple[Any, Any],
 ) -> None:
     """fleet.Lister.tell_progress: the change of its pages left by estimate (streams listing, an unknown
-    estimate not counted, each at most PROGRESS_CLIP_FLOORS split floors; pieces queued for its idle
-    streams) and of its pages listed since it last told, added to its hunger item; nothing when nothing
-    changed; a write that failed is in the next one."""
+    estimate not counted, each at most PROGRESS_CLIP_FLOORS split floors, and not clipped; pieces queued for
+    its idle streams) and of its pages listed since it last told, added to its hunger item; nothing when
+    nothing changed; a write that failed is in the next one."""
     lister = lister_of_a_new_run(aws, hunger_poll_s=3600.0)
     page = lister.options.listing.page_size
     clip = fleet.PROGRESS_CLIP_FLOORS * lister.options.listing.policy.min_split_pages  # pages
-    writes: list[tuple[int, int, int]] = []
+    writes: list[tuple[int, int, int, int, int]] = []
     real = lister.store.add_progress
     fail = [False]
 
-    def add_progress(shard: int, left: int, pages: int) -> None:
-        writes.append((shard, left, pages))
+    def add_progress(shard: int, left: int, pages: int, held: int, ranges: int) -> None:
+        writes.append((shard, left, pages, held, ranges))
         if fail[0]:
             raise RuntimeError("throttled")
-        real(shard, left, pages)
+        real(shard, left, pages, held, ranges)
 
     lister.store.add_progress = add_progress  # type: ignore[method-assign]
     set_listing_streams(lister, Donor(0, 3 * page), Donor(1, math.inf), Donor(2, 100 * clip * page))
@@ -691,7 +716,8 @@ def test_a_lister_tells_its_pages_left_and_listed_once_per_change_and_again_afte
         lister._pages = 9  # noqa: SLF001
     lister.tell_progress()
     home = lister.home
-    assert writes == [(home, 3 + clip + 2, 9)]
+    held = 3 + round(100 * clip) + 2
+    assert writes == [(home, 3 + clip + 2, 9, held, 3)]
     lister.tell_progress()
     assert len(writes) == 1  # nothing changed
     set_listing_streams(lister, Donor(0, page))
@@ -700,12 +726,12 @@ def test_a_lister_tells_its_pages_left_and_listed_once_per_change_and_again_afte
         lister._pages = 12  # noqa: SLF001
     fail[0] = True
     lister.tell_progress()
-    assert writes[-1] == (home, 1 - (3 + clip + 2), 3)
+    assert writes[-1] == (home, 1 - (3 + clip + 2), 3, 1 - held, -2)
     fail[0] = False
     lister.tell_progress()  # the failed change again
-    assert writes[-1] == (home, 1 - (3 + clip + 2), 3)
+    assert writes[-1] == (home, 1 - (3 + clip + 2), 3, 1 - held, -2)
     read = lister.store.hunger()
-    assert (read.left, read.pages) == (1, 12)
+    assert (read.left, read.pages, read.held, read.ranges) == (1, 12, 1, 1)
 
 
 def test_the_endgame_floor_is_what_a_stream_lists_while_the_fleet_lists_what_its_listers_hold(
@@ -810,9 +836,38 @@ def test_a_lister_whose_largest_stream_holds_more_serves_more_of_the_hunger(
     lister = lister_of_a_new_run(aws, hunger_poll_s=3600.0)
     lister.store.add_hunger(0, 110, "live")
     lister.store.add_hunger(0, 10)
+    # the fleet holds far more a stream than this lister's largest: no straggler (STRAGGLER_RATIO)
+    lister.store.add_progress(5, 0, 0, 10**7, 1_000)
     donor = Donor(0, keys_left)
     set_listing_streams(lister, donor)
     assert lister.wanted(donor) == share  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("keys_left", "hungry", "share"),
+    [(160_000.0, 0, 0), (160_100.0, 0, 1), (640_000.0, 0, 3), (640_000.0, 10, 13), (math.inf, 0, 0)],
+)
+def test_a_straggler_gives_pieces_whether_or_not_anyone_is_hungry(
+    aws: tuple[Any, Any], keys_left: float, hungry: int, share: int
+) -> None:
+    """fleet.STRAGGLER_RATIO: the busy listers told 30,000 pages held (unclipped) in 300 ranges: a mean of
+    100 pages a range. A lister whose largest stream holds more than 16 x 100 = 1,600 pages (of 100 keys:
+    fast_options) gives pieces of about that size with nobody hungry (one for 160,100 keys, three for
+    640,000); with ten listers hungry, those beside what it serves of the hunger (ten: one piece of twice the
+    split floor per hungry lister, ``hunger_share``); an unknown estimate none."""
+    lister = lister_of_a_new_run(aws, hunger_poll_s=3600.0)
+    assert lister.cfg.streams == 3 and lister.options.listing.page_size == 100
+    lister.store.add_hunger(0, 100 + hungry, "live")
+    lister.store.add_hunger(0, hungry)
+    # the fleet told 30,000 pages held in 300 ranges, this lister's own included (it tells them at the read:
+    # its two streams' estimates, an unknown one not counted)
+    known = math.isfinite(keys_left)
+    own = (round(keys_left / 100) if known else 0) + 10
+    lister.store.add_progress(5, 0, 0, 30_000 - own, 300 - (2 if known else 1))
+    donor, other = Donor(0, keys_left), Donor(1, 1_000.0)
+    set_listing_streams(lister, donor, other)
+    assert lister.wanted(donor) == share  # type: ignore[arg-type]
+    assert lister.wanted(other) == 0  # type: ignore[arg-type]  # the largest stream's only
 
 
 @pytest.mark.parametrize("alive", [1, 64])

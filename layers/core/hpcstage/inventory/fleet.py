@@ -241,6 +241,12 @@ MIN_SPLIT_PAGES = 2 * DEFAULT_MIN_SPLIT_PAGES
 # for 0.01-0.25 % more LIST requests, at 25M 1.7-4.1 s sooner for 1-4 % more (bench/RESULTS.md). A quiet
 # threshold of 0.5 s fired in lulls of the throttled phase (overhead 5.5 % at 100M), and 2-page pieces cost
 # 0.3-0.5 % more requests than 4-page ones for a similar end.
+# A run that never saw a 503 (its fleet below the partition's cap all along: 25M objects of a shape whose
+# ranges come slowly) enters the endgame too, once the fleet's pace is known and the lister has run
+# ENDGAME_QUIET_S: its floor (``endgame_floor``) is the policy's while the pages held take the fleet longer than
+# a piece of that size takes a stream, so the ramp is not cut finer. Before, such a run kept its tail at the
+# policy's floor (simulator, 25M uuid-projects 17.5 -> 13.1 s, multi-tenant seed 1 13.2 -> 11.3 s;
+# bench/RESULTS.md, 2026-11-27, second session).
 ENDGAME_QUIET_S = 1.0
 ENDGAME_MIN_SPLIT_PAGES = DEFAULT_MIN_SPLIT_PAGES / 2
 # How small the endgame splits (``endgame_floor``): a piece that a stream lists in the time the fleet needs for
@@ -257,6 +263,18 @@ PACE_MIN_S = 0.4
 # over uneven fan-outs; simulator, 100M deep-tree: 4,725 pages estimated where 34 were left, the fleet's sum
 # three times the truth in the tail).
 PROGRESS_CLIP_FLOORS = 4
+# Stragglers. The fleet splits on hunger (``hunger_share``), and a run's ramp publishes more pieces than the
+# hungry claim: while they wait in the open ranges nobody is hungry, so no range is split, however large. A
+# range found large only once its stream listed some of it (a tenant of 158M keys behind one name among
+# 5,000) then waits, held by one stream, until the open ranges run dry, and is cut up too late for the S3
+# partition it lies in: a thousand streams crowd it at the end, at the partition's request rate. So a busy
+# lister whose largest stream holds more than STRAGGLER_RATIO times the fleet's mean remainder a range
+# (pages held by the listers' estimates, unclipped, over the ranges they hold them in: ``HungerRead.held /
+# ranges``) gives pieces of it to the open ranges at each read of the hunger items, beside its share of the
+# hunger (``straggler_share``). (Simulator, 1B seed 1: hashed-prefix 42.7 -> 38.6 s, multi-tenant 40.8 -> 40.1;
+# at a ratio of 8, users 40.8 -> 45.2: its estimates run thousands of pages high; bench/RESULTS.md, 2026-11-27,
+# second session, with the variants tried.)
+STRAGGLER_RATIO = 16.0
 # The hunger a lister reads from the store goes to its stream with the most keys left (``Lister.wanted``),
 # which gives after its page or, while the page is late (a paced slot at the partition's cap), every this many
 # seconds from its own thread (``ListOptions.give_while_waiting_s``).
@@ -279,6 +297,8 @@ class HungerRead(NamedTuple):
     t503: int  # the newest 503 SlowDown a lister noted (``note_slowdown``; epoch ms, 0: none)
     left: int  # pages the listers hold, by their estimates, as they last told (``add_progress``)
     pages: int  # pages the listers listed, as they last told
+    held: int = 0  # pages the listers hold, by their estimates not clipped (``straggler_share``)
+    ranges: int = 0  # the ranges they hold those pages in (an unknown or spent estimate not counted)
 
 
 class CountersBusy(Exception):
@@ -1267,17 +1287,27 @@ class FleetStore:
         t503 = max((int(it.get("t503", 0)) for it in items), default=0)
         left = sum(int(it.get("left", 0)) for it in items)
         pages = sum(int(it.get("pages", 0)) for it in items)
-        return HungerRead(max(0, hungry), max(0, live), t503, max(0, left), max(0, pages))
+        held = sum(int(it.get("held", 0)) for it in items)
+        ranges = sum(int(it.get("ranges", 0)) for it in items)
+        return HungerRead(
+            max(0, hungry), max(0, live), t503, max(0, left), max(0, pages), max(0, held), max(0, ranges)
+        )
 
-    def add_progress(self, shard: int, left: int, pages: int) -> None:
-        """Add to a hunger shard's pages left by estimate (``left``) and pages listed (``pages``): a lister's
-        change since it last told (``Lister.tell_progress``)."""
+    def add_progress(self, shard: int, left: int, pages: int, held: int = 0, ranges: int = 0) -> None:
+        """Add to a hunger shard's pages left by estimate, clipped (``left``) and not (``held``, in ``ranges``
+        ranges), and pages listed (``pages``): a lister's change since it last told (``Lister.tell_progress``)."""
         self.ddb.update_item(
             TableName=self.table,
             Key=self.hunger_key(shard),
-            UpdateExpression="ADD #l :l, #p :p SET expires = :x",
-            ExpressionAttributeNames={"#l": "left", "#p": "pages"},
-            ExpressionAttributeValues={":l": _n(left), ":p": _n(pages), ":x": self._expires()},
+            UpdateExpression="ADD #l :l, #p :p, #h :h, #r :r SET expires = :x",
+            ExpressionAttributeNames={"#l": "left", "#p": "pages", "#h": "held", "#r": "ranges"},
+            ExpressionAttributeValues={
+                ":l": _n(left),
+                ":p": _n(pages),
+                ":h": _n(held),
+                ":r": _n(ranges),
+                ":x": self._expires(),
+            },
         )
 
     def note_slowdown(self, shard: int) -> None:
@@ -1345,11 +1375,42 @@ def page_time(average: float | None, seconds: float) -> float:
     return seconds if average is None else average + (seconds - average) / 20
 
 
-def progress_pages(keys_left: Iterable[float], page_keys: int, floor_pages: float) -> int:
+def progress_pages(
+    keys_left: Iterable[float], page_keys: int, floor_pages: float, clip_floors: float = PROGRESS_CLIP_FLOORS
+) -> int:
     """The pages a lister tells it holds (``Lister.tell_progress``) from its ranges' keys left by estimate: each
-    at most PROGRESS_CLIP_FLOORS split floors of ``floor_pages``, an unknown (inf) or spent one not counted."""
-    clip = PROGRESS_CLIP_FLOORS * floor_pages * page_keys
+    at most ``clip_floors`` split floors of ``floor_pages`` (inf: not clipped), an unknown (inf) or spent one not
+    counted."""
+    clip = clip_floors * floor_pages * page_keys
     return round(sum(min(clip, k) for k in keys_left if math.isfinite(k) and k > 0) / page_keys)
+
+
+def progress_ranges(keys_left: Iterable[float]) -> int:
+    """The ranges a lister tells it holds pages in (``progress_pages``): those with a known estimate left."""
+    return sum(1 for k in keys_left if math.isfinite(k) and k > 0)
+
+
+def straggler_share(
+    left_keys: float,
+    mean_pages: float,
+    page_keys: int,
+    floor_pages: float,
+    max_pieces: int,
+    ratio: float = STRAGGLER_RATIO,
+) -> int:
+    """Pieces a busy lister gives of its largest stream's remainder (``left_keys`` by estimate) whether or not
+    anyone is hungry (STRAGGLER_RATIO): none while it holds at most ``ratio`` times the fleet's mean remainder a
+    range (``mean_pages``) or at most PROGRESS_CLIP_FLOORS split floors; else enough that the pieces are about
+    that size, at most ``max_pieces`` (one split's: a larger share would be served by a split at each of the
+    donor's next pages, each cutting what the last one left, down to the floor). Unknown or spent estimates
+    give none."""
+    if not (math.isfinite(left_keys) and left_keys > 0 and mean_pages > 0 and ratio > 0):
+        return 0
+    pages = left_keys / page_keys
+    bar = ratio * mean_pages
+    if pages <= max(bar, PROGRESS_CLIP_FLOORS * floor_pages):
+        return 0
+    return min(max_pieces, math.ceil(pages / bar) - 1)
 
 
 class FleetPace:
@@ -1823,6 +1884,7 @@ class Lister:
         self._hunger_seen = 0
         self._hunger_served = 0
         self._hunger_at = 0.0
+        self._born = time.monotonic()
         # the endgame's split floor (``endgame_floor``), set at each read of the hunger items: the fleet's pace
         # from them, this lister's page time (a moving average of its attempts' latency), and what it last told
         # the fleet of its pages left and listed (``tell_progress``)
@@ -1832,6 +1894,8 @@ class Lister:
         self._progress_lock = threading.Lock()
         self._told_left = 0
         self._told_pages = 0
+        self._told_held = 0
+        self._told_ranges = 0
         # the streams listing now, and those whose split gave nothing since the last read of the hunger items
         # (``wanted``: the remote share goes to the largest of the others)
         self._listing: dict[int, _Stream] = {}
@@ -1899,19 +1963,26 @@ class Lister:
             keys_left = [float(r.estimate) for r in self._queue]
             pages = self._pages
         keys_left += [st.left() for st in streams]
-        left = progress_pages(keys_left, listing.page_size, listing.policy.min_split_pages)
+        floor = listing.policy.min_split_pages
+        left = progress_pages(keys_left, listing.page_size, floor)
+        held = progress_pages(keys_left, listing.page_size, floor, clip_floors=math.inf)
+        ranges = progress_ranges(keys_left)
         with self._progress_lock:
             d_left, d_pages = left - self._told_left, pages - self._told_pages
-            if not d_left and not d_pages:
+            d_held, d_ranges = held - self._told_held, ranges - self._told_ranges
+            if not d_left and not d_pages and not d_held and not d_ranges:
                 return
             self._told_left, self._told_pages = left, pages
+            self._told_held, self._told_ranges = held, ranges
         try:
-            self.store.add_progress(self.home, d_left, d_pages)
+            self.store.add_progress(self.home, d_left, d_pages, d_held, d_ranges)
         except Exception:  # noqa: BLE001 - a signal, not state: the listing goes on without it
             logger.warning("run %s: could not tell progress to hunger shard %d", self.cfg.run_id, self.home)
             with self._progress_lock:
                 self._told_left -= d_left
                 self._told_pages -= d_pages
+                self._told_held -= d_held
+                self._told_ranges -= d_ranges
 
     @property
     def throttles(self) -> int:
@@ -2031,6 +2102,8 @@ class Lister:
                 read = self.store.hunger()
                 self.endgame = read.t503 > 0 and self.store.now_ms() - read.t503 >= ENDGAME_QUIET_S * 1000
                 pace = self._pace.read(now, read.pages)
+                if read.t503 == 0 and pace is not None and now - self._born >= ENDGAME_QUIET_S:
+                    self.endgame = True  # never throttled: the pace decides the floor (ENDGAME_QUIET_S)
                 hungry = max(0, read.hungry - (1 if self._hungry else 0))
                 # this lister's share of the fleet's hunger (``hunger_share``); the remainder is served by
                 # the next poll
@@ -2044,7 +2117,12 @@ class Lister:
                     floor = endgame_floor(read.left, pace, self._page_s, lo, floor, stale_s=stale_s)
                 self._endgame_floor = floor
                 left = donor.left() if donor is not None else 0.0
-                self._hunger_seen = hunger_share(hungry, read.live, left, opts.page_size, floor)
+                share = hunger_share(hungry, read.live, left, opts.page_size, floor)
+                # and a straggler's pieces, hungry listers or not (STRAGGLER_RATIO)
+                mean = read.held / read.ranges if read.ranges > 0 else 0.0
+                most = opts.policy.max_ways - 1
+                share += straggler_share(left, mean, opts.page_size, floor, most)
+                self._hunger_seen = share
                 self._hunger_served = 0
             if local > 0:
                 return local
