@@ -530,9 +530,7 @@ class Result:
     reduce_records: int = 0  # lease records the reduce read in the roll-ups
     reduce_rollups: int = 0  # roll-up items the reduce read (a Query per roll-up shard)
     reduce_cpu_s: float = 0.0  # the reduce's CPU on the reducing Lambda
-    straggler_shares: int = (
-        0  # reads of the hunger items that gave a straggler's pieces (fleet.straggler_share)
-    )
+    straggler_shares: int = 0  # hunger reads that gave a straggler's pieces (fleet.straggler_share)
     local_stolen: int = 0  # local pieces another lister claimed before their donor's streams could
     reduce_reads: int = 0  # statistics sidecars the reduce read: those no roll-up covers
     reduce_in_lister: bool = (

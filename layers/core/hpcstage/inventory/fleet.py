@@ -264,10 +264,11 @@ PACE_MIN_S = 0.4
 # three times the truth in the tail).
 PROGRESS_CLIP_FLOORS = 4
 # Stragglers. The fleet splits on hunger (``hunger_share``), and a run's ramp publishes more pieces than the
-# hungry claim: while they wait in the open ranges nobody is hungry, so no range is split, however large. A
-# range found large only once its stream listed some of it (a tenant of 158M keys behind one name among
-# 5,000) then waits, held by one stream, until the open ranges run dry, and is cut up too late for the S3
-# partition it lies in: a thousand streams crowd it at the end, at the partition's request rate. So a busy
+# hungry claim: while they wait in the open ranges nobody is hungry, so no range is split, however large. Ranges
+# found large only once their streams listed some of them (Zipf-sized tenants behind 5,000 names: two S3
+# partitions' 90,000 pages each in the ranges of 100-200 streams) then wait until the open ranges run dry, and
+# are cut up too late for the partitions they lie in: a thousand streams crowd them at the end, at the
+# partitions' request rate. So a busy
 # lister whose largest stream holds more than STRAGGLER_RATIO times the fleet's mean remainder a range
 # (pages held by the listers' estimates, unclipped, over the ranges they hold them in: ``HungerRead.held /
 # ranges``) gives pieces of it to the open ranges at each read of the hunger items, beside its share of the
