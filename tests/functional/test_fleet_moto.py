@@ -836,7 +836,7 @@ def test_a_lister_whose_largest_stream_holds_more_serves_more_of_the_hunger(
     lister = lister_of_a_new_run(aws, hunger_poll_s=3600.0)
     lister.store.add_hunger(0, 110, "live")
     lister.store.add_hunger(0, 10)
-    # the fleet holds far more a stream than this lister's largest: no straggler (STRAGGLER_RATIO)
+    # the fleet holds far more a range than this lister's largest stream: no straggler (STRAGGLER_RATIO)
     lister.store.add_progress(5, 0, 0, 10**7, 1_000)
     donor = Donor(0, keys_left)
     set_listing_streams(lister, donor)
