@@ -272,9 +272,9 @@ PROGRESS_CLIP_FLOORS = 4
 # lister whose largest stream holds more than STRAGGLER_RATIO times the fleet's mean remainder a range
 # (pages held by the listers' estimates, unclipped, over the ranges they hold them in: ``HungerRead.held /
 # ranges``) gives pieces of it to the open ranges at each read of the hunger items, beside its share of the
-# hunger (``straggler_share``). (Simulator, 1B seed 1: hashed-prefix 42.7 -> 38.6 s, multi-tenant 40.8 -> 40.1;
-# at a ratio of 8, users 40.8 -> 45.2: its estimates run thousands of pages high; bench/RESULTS.md, 2026-11-27,
-# second session, with the variants tried.)
+# hunger (``straggler_share``). (Simulator, 1B seed 1: hashed-prefix 42.7 -> 38.6 s, multi-tenant 40.8 -> 40.1,
+# users 40.8 -> 39.0; at a ratio of 8, the largest open range claimed first, users 45.2: its estimates run
+# thousands of pages high. bench/RESULTS.md, 2026-11-27, second session, with the variants tried.)
 STRAGGLER_RATIO = 16.0
 # The hunger a lister reads from the store goes to its stream with the most keys left (``Lister.wanted``),
 # which gives after its page or, while the page is late (a paced slot at the partition's cap), every this many
