@@ -62,8 +62,7 @@ from hpcstage.inventory.fleet import (
     endgame_floor,
     hunger_share,
     page_time,
-    progress_pages,
-    progress_ranges,
+    progress_told,
     straggler_share,
 )
 from hpcstage.inventory.keys import ByteInterval
@@ -846,12 +845,7 @@ class Sim:
         keys_left += [
             self.left(st) for st in node.streams if st.state == "list" and st.cursor is not None and st.last
         ]
-        floor = self.policy.min_split_pages
-        return (
-            progress_pages(keys_left, PAGE, floor),
-            progress_pages(keys_left, PAGE, floor, math.inf),
-            progress_ranges(keys_left),
-        )
+        return progress_told(keys_left, PAGE, self.policy.min_split_pages)
 
     def tell_progress(self, node: Node, t: float) -> None:
         """fleet.Lister.tell_progress: the change in its pages left and listed, into its hunger item."""
@@ -1580,7 +1574,8 @@ class Sim:
         if self.cfg.largest_first:
             cands.sort(key=lambda s: -self.left(s))
         # the lister's share (fleet.hunger_share): by what its largest stream holds, or the fair share only
-        left = self.left(cands[0]) if self.cfg.share_by_size and cands else 0.0
+        largest = self.left(cands[0]) if cands else 0.0
+        left = largest if self.cfg.share_by_size else 0.0
         floor = self.split_policy(node).min_split_pages
         k = hunger_share(hunger, self.live, left, PAGE, floor) if hunger > 0 else 0
         if self.cfg.straggler_ratio and cands:
@@ -1589,7 +1584,7 @@ class Sim:
             ranges = sum(s.ranges for s in self.shards)
             mean = held / ranges if ranges > 0 else 0.0
             most = self.cfg.publish_ways
-            strag = straggler_share(self.left(cands[0]), mean, PAGE, floor, most, self.cfg.straggler_ratio)
+            strag = straggler_share(largest, mean, PAGE, floor, most, self.cfg.straggler_ratio)
             if strag:
                 self.res.straggler_shares += 1
             k += strag

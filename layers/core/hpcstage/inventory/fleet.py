@@ -1391,6 +1391,16 @@ def progress_ranges(keys_left: Iterable[float]) -> int:
     return sum(1 for k in keys_left if math.isfinite(k) and k > 0)
 
 
+def progress_told(keys_left: Sequence[float], page_keys: int, floor_pages: float) -> tuple[int, int, int]:
+    """What a lister tells its hunger item it holds (``Lister.tell_progress``; the simulator's listers too): the
+    pages left clipped (``HungerRead.left``) and not (``held``), and the ranges they are in (``ranges``)."""
+    return (
+        progress_pages(keys_left, page_keys, floor_pages),
+        progress_pages(keys_left, page_keys, floor_pages, clip_floors=math.inf),
+        progress_ranges(keys_left),
+    )
+
+
 def straggler_share(
     left_keys: float,
     mean_pages: float,
@@ -1964,10 +1974,7 @@ class Lister:
             keys_left = [float(r.estimate) for r in self._queue]
             pages = self._pages
         keys_left += [st.left() for st in streams]
-        floor = listing.policy.min_split_pages
-        left = progress_pages(keys_left, listing.page_size, floor)
-        held = progress_pages(keys_left, listing.page_size, floor, clip_floors=math.inf)
-        ranges = progress_ranges(keys_left)
+        left, held, ranges = progress_told(keys_left, listing.page_size, listing.policy.min_split_pages)
         with self._progress_lock:
             d_left, d_pages = left - self._told_left, pages - self._told_pages
             d_held, d_ranges = held - self._told_held, ranges - self._told_ranges
