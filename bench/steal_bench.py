@@ -67,6 +67,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         claim_put_first=args.claim == "put",
         straggler_ratio=args.straggler_ratio,
         claim_largest=args.claim_largest == "on",
+        claim_weighted=args.claim_weighted == "on",
         endgame_unthrottled=args.endgame_unthrottled == "on",
     )
     paces = [False, True] if args.pace == "both" else [args.pace == "on"]
@@ -263,6 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         default="off",
         help="on: a scan claims the largest open range it found (a variant measured and not kept); off: one at "
         "random, as fleet.Lister._scan",
+    )
+    ap.add_argument(
+        "--claim-weighted",
+        choices=("on", "off"),
+        default="off",
+        help="on: a scan tries the open ranges it found in random order weighted by their estimates "
+        "(bench.sim.des.claim_order: a variant measured and not kept); off: uniformly, as fleet.Lister._scan",
     )
     ap.add_argument(
         "--endgame-unthrottled",

@@ -78,6 +78,20 @@ OK, SLOWDOWN, ERR500, RESET = 0, 1, 2, 3
 FAULT_NAMES = {SLOWDOWN: "503", ERR500: "500", RESET: "reset"}
 
 
+def claim_order(ranges: Sequence[KeyRange], rnd: random.Random) -> list[KeyRange]:
+    """The open ranges a scan found in random order, each first with a probability proportional to its estimate
+    (weighted sampling without replacement, Efraimidis and Spirakis: ascending ``-ln(u) / weight``); a range
+    without an estimate weighs as the mean of those with one, 1 when none has. ``Config.claim_weighted``: a
+    variant measured and not kept (bench/RESULTS.md, 2026-11-28); the fleet tries them uniformly."""
+    known = [r.estimate for r in ranges if r.estimate > 0]
+    fill = sum(known) / len(known) if known else 1.0
+    keyed = [
+        (-math.log(1.0 - rnd.random()) / (r.estimate if r.estimate > 0 else fill), i)
+        for i, r in enumerate(ranges)
+    ]
+    return [ranges[i] for _, i in sorted(keyed)]
+
+
 @dataclass
 class Config:
     mode: str = "fleet"  # fleet | host | static
@@ -136,6 +150,9 @@ class Config:
     # a scan claims the largest open range it found (by estimate): a variant measured with the stragglers'
     # rule and not kept (bench/RESULTS.md, 2026-11-27, second session); False: one at random, as the fleet
     claim_largest: bool = False
+    # a scan tries the ranges it found in random order weighted by their estimates (``claim_order``): a variant
+    # measured and not kept (bench/RESULTS.md, 2026-11-28); False: uniformly, as the fleet
+    claim_weighted: bool = False
     # fleet.Lister.wanted: a run that never saw a 503 enters the endgame once the fleet's pace is known and the
     # lister has run endgame_quiet_s; False: only after a throttled phase (the fleet before 2026-11-27's second
     # session)
@@ -1363,7 +1380,12 @@ class Sim:
                 self.rng.shuffle(items)
                 items.sort(key=lambda p: -(p.estimate or 0))
                 items = items[: max(1, min(len(node.idle), cfg.claim_found))]
-            picks = self.rng.sample(items, max(1, min(len(items), len(node.idle), cfg.claim_found)))
+            take = max(1, min(len(items), len(node.idle), cfg.claim_found))
+            if cfg.claim_weighted:
+                # not the fleet's (Config.claim_weighted): the ranges found, in random order weighted by size
+                picks = claim_order(items, self.rng)[:take]
+            else:
+                picks = self.rng.sample(items, take)
             node.claiming = True
             node.pending = len(picks)
             for i, pick in enumerate(picks):

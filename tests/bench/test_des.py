@@ -414,3 +414,16 @@ def test_stragglers_give_pieces_as_in_the_fleet_and_the_run_stays_exact() -> Non
     assert on.straggler_shares > 0 and off.straggler_shares == 0
     assert on.to_dict() != off.to_dict()
     assert sum(s.held for s in sim.shards) == 0 and sum(s.ranges for s in sim.shards) == 0
+
+
+def test_scans_claiming_by_weight_stay_exact() -> None:
+    """Config.claim_weighted (a variant measured and not kept): a scan tries the ranges it found in random order
+    weighted by their estimates; the runs with it and without it (uniformly, as the fleet) are both exact and
+    claim otherwise."""
+    ks = make_any("multi-tenant", 200_000)
+    cfg = Config(mode="fleet", listers=10, per_lister=4, pace=True)
+    on = simulate(ks, replace(cfg, claim_weighted=True), seed=1)
+    off = simulate(ks, cfg, seed=1)
+    assert on.exact and off.exact, (on.exact_detail, off.exact_detail)
+    assert on.claims > 0 and off.claims > 0
+    assert on.to_dict() != off.to_dict()
