@@ -1383,12 +1383,19 @@ def progress_pages(
     at most ``clip_floors`` split floors of ``floor_pages`` (inf: not clipped), an unknown (inf) or spent one not
     counted."""
     clip = clip_floors * floor_pages * page_keys
-    return round(sum(min(clip, k) for k in keys_left if math.isfinite(k) and k > 0) / page_keys)
+    return round(sum(min(clip, k) for k in _known_left(keys_left)) / page_keys)
 
 
 def progress_ranges(keys_left: Iterable[float]) -> int:
     """The ranges a lister tells it holds pages in (``progress_pages``): those with a known estimate left."""
-    return sum(1 for k in keys_left if math.isfinite(k) and k > 0)
+    return sum(1 for _ in _known_left(keys_left))
+
+
+def _known_left(keys_left: Iterable[float]) -> Iterator[float]:
+    """The keys left of the ranges whose estimate is known and not spent: what ``progress_pages`` sums and
+    ``progress_ranges`` counts, so that the fleet's mean remainder a range (``straggler_share``) divides like by
+    like."""
+    return (k for k in keys_left if math.isfinite(k) and k > 0)
 
 
 def progress_told(keys_left: Sequence[float], page_keys: int, floor_pages: float) -> tuple[int, int, int]:
