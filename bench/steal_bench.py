@@ -68,6 +68,9 @@ def configs(args: argparse.Namespace) -> list[Config]:
         straggler_ratio=args.straggler_ratio,
         claim_largest=args.claim_largest == "on",
         claim_weighted=args.claim_weighted == "on",
+        yield_util=args.yield_util,
+        yield_min_pages=args.yield_min_pages,
+        yield_push_ratio=args.yield_push_ratio,
         endgame_unthrottled=args.endgame_unthrottled == "on",
     )
     paces = [False, True] if args.pace == "both" else [args.pace == "on"]
@@ -271,6 +274,26 @@ def main(argv: list[str] | None = None) -> int:
         default="off",
         help="on: a scan tries the open ranges it found in random order weighted by their estimates "
         "(bench.sim.des.claim_order: a variant measured and not kept); off: uniformly, as fleet.Lister._scan",
+    )
+    ap.add_argument(
+        "--yield-util",
+        type=float,
+        default=0.0,
+        help="a stream paced below this share of its unpaced rate gives the rest of its range back while open "
+        "ranges it did not give back wait, and claims again (bench.sim.des.Config.yield_util); 0: never (the fleet)",
+    )
+    ap.add_argument(
+        "--yield-min-pages",
+        type=float,
+        default=16.0,
+        help="--yield-util: only a remainder of this many pages or more by estimate is given back",
+    )
+    ap.add_argument(
+        "--yield-push-ratio",
+        type=float,
+        default=0.0,
+        help="--yield-util: while the fleet saw a 503 lately, a busy lister's largest unpaced stream gives pieces "
+        "as a straggler's at this ratio (bench.sim.des.Config.yield_push_ratio); 0: no such pieces",
     )
     ap.add_argument(
         "--endgame-unthrottled",

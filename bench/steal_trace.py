@@ -27,7 +27,7 @@ import bisect
 import math
 import sys
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hpcstage.inventory.fleet import MIN_SPLIT_PAGES
@@ -324,8 +324,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--until", type=float, default=math.inf, help="the last sample's time")
     ap.add_argument("--ranges", action="store_true", help="the ranges listed, by size, and their overhead")
     ap.add_argument("--account", action="store_true", help="where the streams' time went")
+    ap.add_argument(
+        "--yield-util",
+        type=float,
+        default=0.0,
+        help="bench.sim.des.Config.yield_util (0: never, as the fleet)",
+    )
+    ap.add_argument(
+        "--yield-push-ratio", type=float, default=0.0, help="bench.sim.des.Config.yield_push_ratio"
+    )
     args = ap.parse_args(argv)
-    cfg = fleet_config(args.listers, args.per_lister)
+    cfg = replace(
+        fleet_config(args.listers, args.per_lister),
+        yield_util=args.yield_util,
+        yield_push_ratio=args.yield_push_ratio,
+    )
     res, trace, account = run(args.shape, int(args.size), args.seed, cfg, every=args.every, until=args.until)
     print(
         f"{args.shape} {args.size:g} seed {args.seed}: {res.makespan:.1f} s, floor {res.floor:.1f} s, "

@@ -74,6 +74,11 @@ from bench.keyspace import Keyspace
 from bench.sim.params import DEFAULT, SimParams
 
 PAGE = 1000
+# Config.yield_util: a lister looks at most this often (a Query of its home shard of open ranges, Limit 10, from a
+# random start) whether open ranges not given back wait; its paced streams use the last look meanwhile
+YIELD_LOOK_S = 1.0
+# Config.yield_push_ratio: how recent the fleet's last 503 must be for unpaced streams to give pieces
+YIELD_PUSH_S = 2.0
 OK, SLOWDOWN, ERR500, RESET = 0, 1, 2, 3
 FAULT_NAMES = {SLOWDOWN: "503", ERR500: "500", RESET: "reset"}
 
@@ -153,6 +158,19 @@ class Config:
     # a scan tries the ranges it found in random order weighted by their estimates (``claim_order``): a variant
     # measured and not kept (bench/RESULTS.md, 2026-11-28); False: uniformly, as the fleet
     claim_weighted: bool = False
+    # a stream its pacer holds below this share of its unpaced rate (rate x the lister's page time) gives the rest
+    # of its range back to the open ranges, as a range stopped at its checkpoint (fleet.FleetStore.stop_at), while
+    # open ranges not given back wait (its lister's look at its home shard, at most every YIELD_LOOK_S); it then
+    # claims as an idle stream does, ranges not given back first, with a pacer anew. At most once a pacer window a
+    # stream, and only a remainder of yield_min_pages or more by estimate. A variant measured and not kept
+    # (bench/RESULTS.md, 2026-11-28, second session); 0: never, as the fleet
+    yield_util: float = 0.0
+    yield_min_pages: float = 16.0
+    # while the fleet saw a 503 in the last YIELD_PUSH_S, a busy lister's largest unpaced stream gives pieces of
+    # its remainder as a straggler's (fleet.straggler_share) at this ratio, hungry listers or not: an unpaced
+    # stream is in a partition below its cap, which more streams would list faster. Measured with yield_util and
+    # not kept; 0: no such pieces, as the fleet
+    yield_push_ratio: float = 0.0
     # fleet.Lister.wanted: a run that never saw a 503 enters the endgame once the fleet's pace is known and the
     # lister has run endgame_quiet_s; False: only after a throttled phase (the fleet before 2026-11-27's second
     # session)
@@ -356,6 +374,7 @@ class Stream:
         "hold",
         "pacer",
         "sent_at",
+        "yielded_at",
     )
 
     def __init__(self, sid: int, node: Node) -> None:
@@ -375,6 +394,7 @@ class Stream:
         self.hold = 0.0  # its next LIST waits for the directory requests of a split (Cursor.explore)
         self.pacer = Pacer(0.0)  # its own, when Config.pace_per is "stream"
         self.sent_at = 0.0  # when its attempt in flight was sent
+        self.yielded_at = -math.inf  # when it last gave its remainder back (Config.yield_util)
 
 
 class Node:
@@ -424,6 +444,7 @@ class Node:
         "page_s",
         "pace",
         "eg_floor",
+        "fresh_open",
     )
 
     def __init__(self, nid: int, k: int, cpu_per_page: float, quota: int, home: int) -> None:
@@ -476,6 +497,8 @@ class Node:
         self.page_s: float | None = None
         self.pace = FleetPace()
         self.eg_floor = ENDGAME_MIN_SPLIT_PAGES
+        # Config.yield_util: when it last looked, and whether open ranges not given back were there
+        self.fresh_open = (-math.inf, False)
 
 
 @dataclass
@@ -547,6 +570,8 @@ class Result:
     reduce_rollups: int = 0  # roll-up items the reduce read (a Query per roll-up shard)
     reduce_cpu_s: float = 0.0  # the reduce's CPU on the reducing Lambda
     straggler_shares: int = 0  # hunger reads that gave a straggler's pieces (fleet.straggler_share)
+    yields: int = 0  # remainders paced streams gave back (Config.yield_util)
+    pushes: int = 0  # splits of unpaced streams while the fleet was throttled (Config.yield_push_ratio)
     local_stolen: int = 0  # local pieces another lister claimed before their donor's streams could
     reduce_reads: int = 0  # statistics sidecars the reduce read: those no roll-up covers
     reduce_in_lister: bool = (
@@ -607,6 +632,7 @@ class Sim:
         # (fleet.Lister.give donates every piece), so another lister may claim one first (steal_local)
         self.local_queued: dict[str, Node] = {}
         self.item_counts: dict[str, int] = {}  # ranges each counter item counts (counter_shards > 1)
+        self.yielded: set[str] = set()  # ids of the remainders paced streams gave back (Config.yield_util)
 
     # -- the event loop ------------------------------------------------------------------------
     def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
@@ -763,6 +789,9 @@ class Sim:
         if done:
             self.checkpoint(st, tc, final=True)
             return
+        if self.cfg.yield_util and self.cfg.mode == "fleet" and self.should_yield(st):
+            self.yield_rest(st, tc)
+            return
         if self.cfg.mode != "host" and st.since_ck >= self.cfg.ckpt_pages:
             self.checkpoint(st, tc, final=False)
             return
@@ -773,6 +802,56 @@ class Sim:
         # from the hunger items follows (on_busy_poll), cut from what the donor kept
         self.maybe_split_local(st)
         self.next_page(st, max(tc, node.cpu_free))
+
+    def should_yield(self, st: Stream) -> bool:
+        """Config.yield_util: whether the stream gives the rest of its range back now."""
+        cfg, node, now = self.cfg, st.node, self.now
+        pacer = self.pacer_of(st)
+        if pacer.rate is None or node.page_s is None or pacer.rate * node.page_s >= cfg.yield_util:
+            return False
+        if now - st.yielded_at < pacer.window_s or st.rank <= st.start_rank or st.cursor is None:
+            return False
+        if self.left(st) < cfg.yield_min_pages * PAGE:
+            return False
+        looked, fresh = node.fresh_open
+        if now - looked >= YIELD_LOOK_S:
+            found = self.opens[node.scan_home]
+            if len(found) > 10:
+                at = self.rng.randrange(len(found))
+                found = [found[(at + i) % len(found)] for i in range(10)]
+            fresh = any(p.id not in self.yielded for p in found)
+            self.ddb(now, "query_open", reads={f"open:{node.scan_home}": 1})
+            node.fresh_open = (now, fresh)
+        return fresh
+
+    def yield_rest(self, st: Stream, t: float) -> None:
+        """The stream gives the rest of its range back to the open ranges (committing what it listed: one
+        transaction, as fleet.FleetStore.stop_at) and is idle; its next claim prefers ranges not given back."""
+        node, cur, lease = st.node, st.cursor, st.lease
+        assert cur is not None and lease is not None
+        rest_sa = self.key(st.rank - 1)
+        left = self.left(st)
+        estimate = int(left) if math.isfinite(left) else 0  # unknown: none, as the fleet's deadline remainder
+        rest = KeyRange(id=self.new_id(), start_after=rest_sa, end=cur.range.end, estimate=estimate)
+        lease.committed[st.pid] = (st.piece_sa, rest_sa)
+        lease.live += 1
+        if st.rank > st.ck_rank:
+            self.committed.append((st.ck_rank, st.rank))
+            self.objects += st.rank - st.ck_rank
+            self.bytes += self.ks.bytes_between(st.ck_rank, st.rank)
+            st.ck_rank = st.rank
+        self.yielded.add(rest.id)
+        self.res.yields += 1
+        st.yielded_at = self.now
+        st.pacer = Pacer(t)
+        self.at(
+            self.ddb(t, "yield", writes=self.donate_writes(lease, [rest])),
+            self.on_publish,
+            node,
+            lease,
+            [rest],
+        )
+        self.piece_done(st, t)
 
     def pacer_of(self, st: Stream) -> Pacer:
         return st.pacer if self.cfg.pace_per == "stream" else st.node.pacer
@@ -1380,6 +1459,9 @@ class Sim:
                 self.rng.shuffle(items)
                 items.sort(key=lambda p: -(p.estimate or 0))
                 items = items[: max(1, min(len(node.idle), cfg.claim_found))]
+            if cfg.yield_util:
+                # Config.yield_util: ranges paced streams gave back are claimed last
+                items = [p for p in items if p.id not in self.yielded] or items
             take = max(1, min(len(items), len(node.idle), cfg.claim_found))
             if cfg.claim_weighted:
                 # not the fleet's (Config.claim_weighted): the ranges found, in random order weighted by size
@@ -1612,15 +1694,44 @@ class Sim:
             k += strag
         for st in cands:
             if k <= 0:
-                return
+                break
             pieces, delay = self.engine_split(st, min(k, self.cfg.publish_ways) + 1)
             if pieces:
                 k -= len(pieces)
-                lease = st.lease
-                assert lease is not None
-                lease.live += len(pieces)
-                t = self.ddb(self.now + delay, "publish", writes=self.donate_writes(lease, pieces))
-                self.at(t, self.on_publish, node, lease, pieces)
+                self.publish(st, pieces, delay)
+        if self.cfg.yield_push_ratio and self.now - node.fleet_t503 < YIELD_PUSH_S:
+            self.push(node, cands)
+
+    def publish(self, st: Stream, pieces: list[KeyRange], delay: float) -> None:
+        """Donate ``pieces`` of ``st``'s range to the open ranges (fleet.FleetStore.donate)."""
+        lease = st.lease
+        assert lease is not None
+        lease.live += len(pieces)
+        t = self.ddb(self.now + delay, "publish", writes=self.donate_writes(lease, pieces))
+        self.at(t, self.on_publish, st.node, lease, pieces)
+
+    def push(self, node: Node, cands: list[Stream]) -> None:
+        """Config.yield_push_ratio: the lister's largest unpaced stream gives pieces as a straggler's at that
+        ratio (the fleet saw a 503 lately: streams are paced elsewhere, and this partition is below its cap)."""
+        unpaced = [
+            s for s in cands if s.state == "list" and s.cursor is not None and self.pacer_of(s).rate is None
+        ]
+        if not unpaced:
+            return
+        st = max(unpaced, key=self.left)
+        held = max(0, sum(s.held for s in self.shards))
+        ranges = sum(s.ranges for s in self.shards)
+        mean = held / ranges if ranges > 0 else 0.0
+        floor = self.split_policy(node).min_split_pages
+        k = straggler_share(
+            self.left(st), mean, PAGE, floor, self.cfg.publish_ways, self.cfg.yield_push_ratio
+        )
+        if k <= 0:
+            return
+        pieces, delay = self.engine_split(st, k + 1)
+        if pieces:
+            self.res.pushes += 1
+            self.publish(st, pieces, delay)
 
     @staticmethod
     def left(st: Stream) -> float:

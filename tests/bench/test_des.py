@@ -15,6 +15,7 @@ from hpcstage.inventory.model import KeyRange
 from bench import keyspace as K
 from bench.sim.des import Config, PageKeys, Sim, complement, simulate, static_ranges
 from bench.sim.des_shapes import make_any
+from bench.sim.params import DEFAULT
 from bench.steal_trace import run as traced_run
 
 
@@ -427,3 +428,21 @@ def test_scans_claiming_by_weight_stay_exact() -> None:
     assert on.exact and off.exact, (on.exact_detail, off.exact_detail)
     assert on.claims > 0 and off.claims > 0
     assert on.to_dict() != off.to_dict()
+
+
+def test_paced_streams_giving_back_and_unpaced_ones_pushing_stay_exact() -> None:
+    """Config.yield_util and Config.yield_push_ratio (variants measured and not kept): with four partitions of a
+    cap (100 requests/s) that 160 streams exceed, paced streams give their remainders back and unpaced ones give
+    pieces while the fleet is throttled; the runs with both and without (the fleet) are exact, and only the first
+    does either."""
+    params = replace(
+        DEFAULT, s3=replace(DEFAULT.s3, partition_rate_limit=100.0, objects_per_partition=500_000)
+    )
+    ks = make_any("multi-tenant", 2_000_000)
+    cfg = Config(mode="fleet", listers=20, per_lister=8, pace=True)
+    on = simulate(ks, replace(cfg, yield_util=0.9, yield_push_ratio=2.0), seed=1, params=params)
+    off = simulate(ks, cfg, seed=1, params=params)
+    assert on.exact and off.exact, (on.exact_detail, off.exact_detail)
+    assert on.throttled > 0 and off.throttled > 0
+    assert on.yields > 0 and on.pushes > 0
+    assert off.yields == 0 and off.pushes == 0
