@@ -302,9 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=9000)
     ap.add_argument("--latency", type=float, default=0.05, help="seconds added to every LIST page")
     ap.add_argument("--seconds", type=float, default=3600.0, help="stop after this long")
+    ap.add_argument(
+        "--precompute",
+        action="store_true",
+        help="render every page before serving (as bench.realtime does), so the endpoint's CPU stays low",
+    )
     args = ap.parse_args(argv)
     ks = K.make(args.shape, args.objects)
-    with serve({args.bucket: ks}, args.latency, args.port) as server:
+    with serve({args.bucket: ks}, args.latency, args.port, precompute=args.precompute) as server:
         print(
             f"serving s3://{args.bucket} ({args.objects:,} {args.shape} objects) at {server.url}", flush=True
         )
