@@ -71,6 +71,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         yield_util=args.yield_util,
         yield_min_pages=args.yield_min_pages,
         yield_push_ratio=args.yield_push_ratio,
+        yield_after_s=args.yield_after_s,
         endgame_unthrottled=args.endgame_unthrottled == "on",
     )
     paces = [False, True] if args.pace == "both" else [args.pace == "on"]
@@ -287,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=16.0,
         help="--yield-util: only a remainder of this many pages or more by estimate is given back",
+    )
+    ap.add_argument(
+        "--yield-after-s",
+        type=float,
+        default=0.0,
+        help="--yield-util: only a stream paced for this many seconds gives its remainder back",
     )
     ap.add_argument(
         "--yield-push-ratio",

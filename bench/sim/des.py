@@ -166,6 +166,9 @@ class Config:
     # (bench/RESULTS.md, 2026-11-28, second session); 0: never, as the fleet
     yield_util: float = 0.0
     yield_min_pages: float = 16.0
+    # with yield_util: only a stream paced for this long (seconds since its pacer set a rate) gives its remainder
+    # back (measured at 1 and 3 s, not kept: bench/RESULTS.md)
+    yield_after_s: float = 0.0
     # while the fleet saw a 503 in the last YIELD_PUSH_S, a busy lister's largest unpaced stream gives pieces of
     # its remainder as a straggler's (fleet.straggler_share) at this ratio, hungry listers or not: an unpaced
     # stream is in a partition below its cap, which more streams would list faster. Measured with yield_util and
@@ -375,6 +378,7 @@ class Stream:
         "pacer",
         "sent_at",
         "yielded_at",
+        "paced_since",
     )
 
     def __init__(self, sid: int, node: Node) -> None:
@@ -395,6 +399,8 @@ class Stream:
         self.pacer = Pacer(0.0)  # its own, when Config.pace_per is "stream"
         self.sent_at = 0.0  # when its attempt in flight was sent
         self.yielded_at = -math.inf  # when it last gave its remainder back (Config.yield_util)
+        # since when its pacer holds a rate, as its answers saw (Config.yield_after_s)
+        self.paced_since: float | None = None
 
 
 class Node:
@@ -807,7 +813,14 @@ class Sim:
         """Config.yield_util: whether the stream gives the rest of its range back now."""
         cfg, node, now = self.cfg, st.node, self.now
         pacer = self.pacer_of(st)
-        if pacer.rate is None or node.page_s is None or pacer.rate * node.page_s >= cfg.yield_util:
+        if pacer.rate is None:
+            st.paced_since = None
+            return False
+        if st.paced_since is None:
+            st.paced_since = now
+        if now - st.paced_since < cfg.yield_after_s:
+            return False
+        if node.page_s is None or pacer.rate * node.page_s >= cfg.yield_util:
             return False
         if now - st.yielded_at < pacer.window_s or st.rank <= st.start_rank or st.cursor is None:
             return False
@@ -844,6 +857,7 @@ class Sim:
         self.res.yields += 1
         st.yielded_at = self.now
         st.pacer = Pacer(t)
+        st.paced_since = None
         self.at(
             self.ddb(t, "yield", writes=self.donate_writes(lease, [rest])),
             self.on_publish,

@@ -446,3 +446,8 @@ def test_paced_streams_giving_back_and_unpaced_ones_pushing_stay_exact() -> None
     assert on.throttled > 0 and off.throttled > 0
     assert on.yields > 0 and on.pushes > 0
     assert off.yields == 0 and off.pushes == 0
+    # Config.yield_after_s: a stream paced for less than that gives nothing back (the pushes go on)
+    late = simulate(
+        ks, replace(cfg, yield_util=0.9, yield_push_ratio=2.0, yield_after_s=1e9), seed=1, params=params
+    )
+    assert late.exact and late.yields == 0 and late.pushes > 0
