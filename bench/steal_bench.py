@@ -299,8 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         "--yield-push-ratio",
         type=float,
         default=0.0,
-        help="--yield-util: while the fleet saw a 503 lately, a busy lister's largest unpaced stream gives pieces "
-        "as a straggler's at this ratio (bench.sim.des.Config.yield_push_ratio); 0: no such pieces",
+        help="while the fleet saw a 503 lately, a busy lister's largest unpaced stream gives pieces as a straggler's "
+        "at this ratio (bench.sim.des.Config.yield_push_ratio; with or without --yield-util); 0: no such pieces",
     )
     ap.add_argument(
         "--endgame-unthrottled",
