@@ -828,11 +828,7 @@ class Sim:
             return False
         looked, fresh = node.fresh_open
         if now - looked >= YIELD_LOOK_S:
-            found = self.opens[node.scan_home]
-            if len(found) > 10:
-                at = self.rng.randrange(len(found))
-                found = [found[(at + i) % len(found)] for i in range(10)]
-            fresh = any(p.id not in self.yielded for p in found)
+            fresh = any(p.id not in self.yielded for p in self.query_window(self.opens[node.scan_home]))
             self.ddb(now, "query_open", reads={f"open:{node.scan_home}": 1})
             node.fresh_open = (now, fresh)
         return fresh
@@ -848,11 +844,7 @@ class Sim:
         rest = KeyRange(id=self.new_id(), start_after=rest_sa, end=cur.range.end, estimate=estimate)
         lease.committed[st.pid] = (st.piece_sa, rest_sa)
         lease.live += 1
-        if st.rank > st.ck_rank:
-            self.committed.append((st.ck_rank, st.rank))
-            self.objects += st.rank - st.ck_rank
-            self.bytes += self.ks.bytes_between(st.ck_rank, st.rank)
-            st.ck_rank = st.rank
+        self.count_listed(st)
         self.yielded.add(rest.id)
         self.res.yields += 1
         st.yielded_at = self.now
@@ -1199,11 +1191,16 @@ class Sim:
         self.next_page(st, t)
 
     # -- checkpoints and the end of a piece ---------------------------------------------------------
-    def commit(self, st: Stream, final: bool) -> None:
+    def count_listed(self, st: Stream) -> None:
+        """The keys the stream listed since its last checkpoint join the run's committed keys."""
         if st.rank > st.ck_rank:
             self.committed.append((st.ck_rank, st.rank))
             self.objects += st.rank - st.ck_rank
             self.bytes += self.ks.bytes_between(st.ck_rank, st.rank)
+            st.ck_rank = st.rank
+
+    def commit(self, st: Stream, final: bool) -> None:
+        self.count_listed(st)
         lease = st.lease
         if lease is not None and st.cursor is not None and (final or st.rank > st.start_rank):
             hi = st.cursor.range.end if final else self.key(st.rank - 1)
@@ -1259,11 +1256,7 @@ class Sim:
             if st.rank > st.start_rank:
                 lease.committed[st.pid] = (st.piece_sa, rest_sa)
             lease.live += 1
-        if st.rank > st.ck_rank:
-            self.committed.append((st.ck_rank, st.rank))
-            self.objects += st.rank - st.ck_rank
-            self.bytes += self.ks.bytes_between(st.ck_rank, st.rank)
-            st.ck_rank = st.rank
+        self.count_listed(st)
         node.queue.append((rest, st.lease))
         # the requeued piece starts after a pause: the stream is idle at t + 1 s
         self.piece_done(st, t)
@@ -1445,6 +1438,15 @@ class Sim:
         reads = {f"open:{shard}": max(1, math.ceil(size / 4096))}
         self.at(self.ddb(t, "query_open", reads=reads), self.on_query, node, shard)
 
+    def query_window(self, found: list[KeyRange]) -> list[KeyRange]:
+        """The open ranges one Query of a shard returns (Limit 10): fleet.FleetStore.open_ranges starts it at a
+        random position of the shard (wrapping), so that hungry listers scanning one shard do not all try the same
+        first items."""
+        if len(found) <= 10:
+            return found[:10]
+        at = self.rng.randrange(len(found))
+        return [found[(at + i) % len(found)] for i in range(10)]
+
     def on_query(self, node: Node, shard: int) -> None:
         if not node.alive:
             return
@@ -1458,13 +1460,7 @@ class Sim:
                 self.exit(node, now)
             return
         found = self.opens[shard]
-        if cfg.rescan and len(found) > 10:
-            # fleet.FleetStore.open_ranges: the Query starts at a random position of the shard (wrapping), so
-            # that hungry listers scanning one shard do not all try the same first items
-            at = self.rng.randrange(len(found))
-            items = [found[(at + i) % len(found)] for i in range(10)]
-        else:
-            items = found[:10]
+        items = self.query_window(found) if cfg.rescan else found[:10]
         if items:
             node.scan_step = 0
             node.scan_every = cfg.idle_poll_s
@@ -1698,11 +1694,10 @@ class Sim:
         k = hunger_share(hunger, self.live, left, PAGE, floor) if hunger > 0 else 0
         if self.cfg.straggler_ratio and cands:
             # fleet.straggler_share: the largest stream's pieces, hungry listers or not, beside the hunger's
-            held = max(0, sum(s.held for s in self.shards))
-            ranges = sum(s.ranges for s in self.shards)
-            mean = held / ranges if ranges > 0 else 0.0
             most = self.cfg.publish_ways
-            strag = straggler_share(largest, mean, PAGE, floor, most, self.cfg.straggler_ratio)
+            strag = straggler_share(
+                largest, self.mean_remainder(), PAGE, floor, most, self.cfg.straggler_ratio
+            )
             if strag:
                 self.res.straggler_shares += 1
             k += strag
@@ -1724,6 +1719,12 @@ class Sim:
         t = self.ddb(self.now + delay, "publish", writes=self.donate_writes(lease, pieces))
         self.at(t, self.on_publish, st.node, lease, pieces)
 
+    def mean_remainder(self) -> float:
+        """The fleet's mean remainder a range, from the hunger items (fleet.Lister.wanted: held / ranges)."""
+        held = max(0, sum(s.held for s in self.shards))
+        ranges = sum(s.ranges for s in self.shards)
+        return held / ranges if ranges > 0 else 0.0
+
     def push(self, node: Node, cands: list[Stream]) -> None:
         """Config.yield_push_ratio: the lister's largest unpaced stream gives pieces as a straggler's at that
         ratio (the fleet saw a 503 lately: streams are paced elsewhere, and this partition is below its cap)."""
@@ -1733,12 +1734,14 @@ class Sim:
         if not unpaced:
             return
         st = max(unpaced, key=self.left)
-        held = max(0, sum(s.held for s in self.shards))
-        ranges = sum(s.ranges for s in self.shards)
-        mean = held / ranges if ranges > 0 else 0.0
         floor = self.split_policy(node).min_split_pages
         k = straggler_share(
-            self.left(st), mean, PAGE, floor, self.cfg.publish_ways, self.cfg.yield_push_ratio
+            self.left(st),
+            self.mean_remainder(),
+            PAGE,
+            floor,
+            self.cfg.publish_ways,
+            self.cfg.yield_push_ratio,
         )
         if k <= 0:
             return
