@@ -71,6 +71,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         yield_util=args.yield_util,
         yield_min_pages=args.yield_min_pages,
         yield_push_ratio=args.yield_push_ratio,
+        oracle_estimates=args.oracle_estimates,
         yield_after_s=args.yield_after_s,
         endgame_unthrottled=args.endgame_unthrottled == "on",
     )
@@ -310,6 +311,12 @@ def main(argv: list[str] | None = None) -> int:
         "default); off: only after a throttled phase (the fleet before 2026-11-27's second session)",
     )
     ap.add_argument("--memo", action="store_true", help="skip re-asking a cursor that refused to split")
+    ap.add_argument(
+        "--oracle-estimates",
+        action="store_true",
+        help="the engine's estimates replaced by the model's true counts (bench.sim.des.Config.oracle_estimates): "
+        "what perfect estimates would buy, not the fleet",
+    )
     ap.add_argument("--tag", default="")
     ap.add_argument(
         "--versions-per-key",

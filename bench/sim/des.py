@@ -97,6 +97,38 @@ def claim_order(ranges: Sequence[KeyRange], rnd: random.Random) -> list[KeyRange
     return [ranges[i] for _, i in sorted(keyed)]
 
 
+class OracleCursor(Cursor):
+    """Config.oracle_estimates: the engine's cursor, whose estimates of its remainder are the model's truth.
+
+    Wherever ``Cursor._estimate_now`` gives an estimate, this one gives the keys truly left in (pos, end]; a
+    tree estimate's directories are sized by the keys truly between each and the next (the last up to the
+    end) and its rest by the keys before the first. Where the engine has none (an open range of no known
+    alphabet) there is none here either. Everything else (cut points, directory requests, the split floor)
+    is the engine's."""
+
+    count_le: Callable[[str], int] | None = None  # the keyspace's rank of a key (set by the simulator)
+    total: int = 0
+
+    def _true(self, key: str | None) -> int:
+        assert self.count_le is not None
+        return self.total if key is None else self.count_le(key)
+
+    def _estimate_now(self, page_keys: int) -> tuple[float | None, Any]:
+        est, tree = super()._estimate_now(page_keys)
+        if self.done or self.first is None or self.pos is None or (est is None and tree is None):
+            return est, tree
+        lo, hi = self._true(self.pos), self._true(self.range.end)
+        if tree is None:
+            return (hi - lo) / page_keys, None
+        names = [d for d, _ in tree[2]]
+        sizes = [
+            (d, float(self._true(nxt) - self._true(d)))
+            for d, nxt in zip(names, [*names[1:], self.range.end][: len(names)], strict=True)
+        ]
+        rest = float((self._true(names[0]) if names else hi) - lo)
+        return (hi - lo) / page_keys, (float(hi - lo), rest, sizes)
+
+
 @dataclass
 class Config:
     mode: str = "fleet"  # fleet | host | static
@@ -174,6 +206,10 @@ class Config:
     # stream is in a partition below its cap, which more streams would list faster. Measured with yield_util and
     # not kept; 0: no such pieces, as the fleet
     yield_push_ratio: float = 0.0
+    # the engine's estimates of a remainder replaced by the model's true counts wherever the engine makes one
+    # (``OracleCursor``): what perfect estimates would buy, a bound for estimators, not a fleet's behaviour
+    # (bench/RESULTS.md, 2026-11-28, third session); False: the engine's own, as the fleet
+    oracle_estimates: bool = False
     # fleet.Lister.wanted: a run that never saw a 503 enters the endgame once the fleet's pace is known and the
     # lister has run endgame_quiet_s; False: only after a throttled phase (the fleet before 2026-11-27's second
     # session)
@@ -1171,7 +1207,10 @@ class Sim:
 
     def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
         node = st.node
-        cur = Cursor(piece)
+        cur = Cursor(piece) if not self.cfg.oracle_estimates else OracleCursor(piece)
+        if isinstance(cur, OracleCursor):
+            cur.count_le = self.ks.count_le
+            cur.total = self.n
         st.cursor = cur
         req = cur.request(PAGE)
         sa = req.get("StartAfter")

@@ -13,7 +13,7 @@ from hpcstage.inventory import fleet
 from hpcstage.inventory.model import KeyRange
 
 from bench import keyspace as K
-from bench.sim.des import Config, PageKeys, Sim, complement, simulate, static_ranges
+from bench.sim.des import Config, OracleCursor, PageKeys, Sim, complement, simulate, static_ranges
 from bench.sim.des_shapes import make_any
 from bench.sim.params import DEFAULT
 from bench.steal_trace import run as traced_run
@@ -451,3 +451,22 @@ def test_paced_streams_giving_back_and_unpaced_ones_pushing_stay_exact() -> None
         ks, replace(cfg, yield_util=0.9, yield_push_ratio=2.0, yield_after_s=1e9), seed=1, params=params
     )
     assert late.exact and late.yields == 0 and late.pushes > 0
+
+
+def test_oracle_estimates_are_the_true_counts_and_runs_stay_exact() -> None:
+    """Config.oracle_estimates (a bound for estimators, not the fleet): a cursor's estimate of its remainder is
+    the keys truly left, where the engine's own is not; a run with such cursors is exact and asks S3 about
+    fewer directories than the engine's own estimates make it ask on this skewed layout."""
+    ks = make_any("users", 300_000)
+    end = ks.key(50_000)
+    plain = OracleCursor(KeyRange(id="r", start_after=None, end=end))
+    plain.count_le, plain.total = ks.count_le, len(ks)
+    plain.take([ks.key(i) for i in range(1000)], True, "t")
+    assert plain.remaining_pages(1000) == pytest.approx((50_001 - 1000) / 1000)
+    engine = super(OracleCursor, plain)._estimate_now(1000)[0]
+    assert engine is not None and abs(engine - 49.001) > 1.0  # the engine's own differs on these keys
+    cfg = Config(mode="fleet", listers=40, per_lister=8, pace=True)
+    oracle = simulate(ks, replace(cfg, oracle_estimates=True), seed=1)
+    own = simulate(ks, cfg, seed=1)
+    assert oracle.exact and own.exact, (oracle.exact_detail, own.exact_detail)
+    assert oracle.dir_requests < own.dir_requests
