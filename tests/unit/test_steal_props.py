@@ -585,3 +585,33 @@ def test_a_remainder_past_the_directory_being_listed_holds_one_more_like_it() ->
     assert tree is None and est == (rest + size) / 100  # not max(0.5, rest / 100): under 2 x 2 pages
     query = cur.explore(4, policy)
     assert query is not None and query["Delimiter"] == "/" and query["StartAfter"] == big[1949]
+
+
+dir_key = st.text(alphabet=st.sampled_from(["a", "b", "/", "é", "😀"]), min_size=0, max_size=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(dir_key, any_key, shaped), min_size=1, max_size=12),
+    st.sampled_from(["", "a", "a/", "b/"]),
+)
+def test_the_one_child_pattern_is_refuted_exactly_where_two_keys_show_two_subdirectories(
+    keys: list[str], prefix: str
+) -> None:
+    """Cursor._refute_single skips pairs of files of one directory; on arbitrary keys it refutes exactly what
+    the definition does: for each pair of neighbours, their deepest common directory D (below the prefix)
+    when both reach into a subdirectory of D, D's parent."""
+    ordered = sorted(set(keys))
+    cur = Cursor(KeyRange(id="r"), prefix=prefix)
+    cur.single = {"marker/": 1}
+    cur._refute_single(ordered)
+    expected = {"marker/": 1}
+    for a, b in itertools.pairwise(ordered):
+        common = a[
+            : next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        ]
+        cut = common.rfind("/") + 1
+        d = a[:cut]
+        if len(d) > len(prefix) and d.startswith(prefix) and "/" in a[cut:] and "/" in b[cut:]:
+            expected[d[: d.rfind("/", 0, len(d) - 1) + 1]] = -1
+    assert cur.single == expected

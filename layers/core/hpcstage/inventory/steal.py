@@ -630,6 +630,9 @@ class Cursor:
         to hold one, held more; its remainder, estimated at 6 pages instead of 45, was refused every split and
         listed alone for 5 s at the end of the run.)"""
         for a, b in itertools.pairwise(ordered):
+            leaf = a.rfind(DIR_DELIMITER) + 1
+            if leaf == b.rfind(DIR_DELIMITER) + 1 and a[:leaf] == b[:leaf]:
+                continue  # two files of one directory (most pairs of a page): nothing to refute
             cut = common_prefix(a, b).rfind(DIR_DELIMITER) + 1
             d = a[:cut]
             if (
