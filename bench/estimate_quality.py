@@ -1,0 +1,107 @@
+"""How well the engine's estimates size what it splits, measured in the simulator (bench.sim.des).
+
+For every split the simulated fleet makes (``Sim.engine_split``, the engine's own ``Cursor``), this records the
+keys truly left in the donor's remainder, the directory requests the split sent, and for each piece given its
+estimate against the keys truly in it. Per shape it prints the run's makespan and LIST overhead, how many pieces
+held less than 8 pages, the spread of log2(estimate / truth) over the pieces (0: exact; 3: eight times too
+high), and how many directory requests were sent for remainders truly under twice the split floor (a split
+the floor would refuse if the estimate were right).
+
+    python -m bench.estimate_quality --size 25e6 --shapes users,uniform
+    python -m bench.estimate_quality --size 25e6 --shapes users --oracle-estimates   # the truth as estimate
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from hpcstage.inventory.fleet import MIN_SPLIT_PAGES
+
+from bench.sim.des import PAGE, Config, Sim
+from bench.sim.des_shapes import ALL_SHAPES, make_any
+
+
+@dataclass
+class Quality:
+    pieces: list[tuple[float, int]] = field(default_factory=list)  # (estimate, true keys) per piece
+    dir_requests: int = 0
+    dir_requests_small: int = 0  # sent for remainders truly under twice the split floor
+
+
+class RecordingSim(Sim):
+    """The simulator, recording each split's remainder, directory requests and pieces against the truth."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.quality = Quality()
+
+    def engine_split(self, st: Any, ways: int) -> Any:
+        asked_before = self.res.dir_requests
+        left = st.end_rank - st.rank
+        pieces, delay = super().engine_split(st, ways)
+        asked = self.res.dir_requests - asked_before
+        q = self.quality
+        q.dir_requests += asked
+        if left < 2 * MIN_SPLIT_PAGES * PAGE:
+            q.dir_requests_small += asked
+        for p in pieces:
+            lo = 0 if p.start_after is None else self.ks.count_le(p.start_after)
+            hi = self.n if p.end is None else self.ks.count_le(p.end)
+            q.pieces.append((float(p.estimate or 0), hi - lo))
+        return pieces, delay
+
+
+def _quantile(xs: list[float], f: float) -> float:
+    return xs[min(len(xs) - 1, int(f * len(xs)))] if xs else math.nan
+
+
+def measure(shape: str, n: int, seed: int = 1, oracle: bool = False) -> dict[str, Any]:
+    sim = RecordingSim(
+        make_any(shape, n), Config(min_split_pages=MIN_SPLIT_PAGES, pace=True, oracle_estimates=oracle), seed
+    )
+    res = sim.run()
+    q = sim.quality
+    ratios = sorted(math.log2((e + 1) / (t + 1)) for e, t in q.pieces if e > 0)
+    return {
+        "shape": shape,
+        "n": n,
+        "makespan_s": round(res.makespan, 2),
+        "overhead_pct": round(100 * res.overhead, 2),
+        "exact": res.exact,
+        "pieces": len(q.pieces),
+        "pieces_under_8_pages": sum(t < 8 * PAGE for _, t in q.pieces),
+        "log2_est_over_true": {f"p{int(100 * f)}": round(_quantile(ratios, f), 2) for f in (0.1, 0.5, 0.9)},
+        "dir_requests": res.dir_requests,
+        "dir_requests_of_splits": q.dir_requests,
+        "dir_requests_for_small_remainders": q.dir_requests_small,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=float, default=25e6)
+    ap.add_argument("--shapes", default="users,uniform", help="comma-separated, or 'all'")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--oracle-estimates", action="store_true", help="bench.sim.des.Config.oracle_estimates")
+    args = ap.parse_args()
+    shapes = list(ALL_SHAPES) if args.shapes == "all" else args.shapes.split(",")
+    print(
+        "| shape | makespan s | LIST overhead | pieces | under 8 pages | log2(est/true) p10 / p50 / p90 | "
+        "directory requests | of them for remainders under 2 floors |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for shape in shapes:
+        m = measure(shape, int(args.size), args.seed, args.oracle_estimates)
+        r = m["log2_est_over_true"]
+        print(
+            f"| {shape} | {m['makespan_s']} | {m['overhead_pct']} % | {m['pieces']} | {m['pieces_under_8_pages']} | "
+            f"{r['p10']} / {r['p50']} / {r['p90']} | {m['dir_requests']} | {m['dir_requests_for_small_remainders']} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
