@@ -1207,10 +1207,11 @@ class Sim:
 
     def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
         node = st.node
-        cur = Cursor(piece) if not self.cfg.oracle_estimates else OracleCursor(piece)
-        if isinstance(cur, OracleCursor):
-            cur.count_le = self.ks.count_le
-            cur.total = self.n
+        if self.cfg.oracle_estimates:
+            cur = OracleCursor(piece)
+            cur.count_le, cur.total = self.ks.count_le, self.n
+        else:
+            cur = Cursor(piece)
         st.cursor = cur
         req = cur.request(PAGE)
         sa = req.get("StartAfter")

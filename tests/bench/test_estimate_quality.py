@@ -5,9 +5,7 @@ from __future__ import annotations
 from bench.estimate_quality import measure
 
 
-def test_every_directory_request_is_a_splits_and_the_truth_as_estimate_asks_less_for_small_remainders() -> (
-    None
-):
+def test_every_directory_request_comes_with_a_split_and_the_truth_asks_less_for_small_remainders() -> None:
     own = measure("users", 300_000)
     oracle = measure("users", 300_000, oracle=True)
     assert own["exact"] and oracle["exact"]
