@@ -20,7 +20,7 @@ from typing import Any
 
 from hpcstage.inventory.fleet import MIN_SPLIT_PAGES
 
-from bench.sim.des import PAGE, Config, Sim
+from bench.sim.des import PAGE, Config, Sim, keys_in
 from bench.sim.des_shapes import ALL_SHAPES, make_any
 
 
@@ -48,9 +48,7 @@ class RecordingSim(Sim):
         if left < 2 * MIN_SPLIT_PAGES * PAGE:
             q.dir_requests_small += asked
         for p in pieces:
-            lo = 0 if p.start_after is None else self.ks.count_le(p.start_after)
-            hi = self.n if p.end is None else self.ks.count_le(p.end)
-            q.pieces.append((float(p.estimate or 0), hi - lo))
+            q.pieces.append((float(p.estimate or 0), keys_in(self.ks, p.start_after, p.end)))
         return pieces, delay
 
 

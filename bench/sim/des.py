@@ -97,6 +97,13 @@ def claim_order(ranges: Sequence[KeyRange], rnd: random.Random) -> list[KeyRange
     return [ranges[i] for _, i in sorted(keyed)]
 
 
+def keys_in(ks: Keyspace, start_after: str | None, end: str | None) -> int:
+    """The keys of ``ks`` in the range (start_after, end] (None: the key space's start, its end)."""
+    lo = 0 if start_after is None else ks.count_le(start_after)
+    hi = ks.n if end is None else ks.count_le(end)
+    return hi - lo
+
+
 class OracleCursor(Cursor):
     """Config.oracle_estimates: the engine's cursor, whose estimates of its remainder are the model's truth.
 
@@ -106,27 +113,22 @@ class OracleCursor(Cursor):
     alphabet) there is none here either. Everything else (cut points, directory requests, the split floor)
     is the engine's."""
 
-    count_le: Callable[[str], int] | None = None  # the keyspace's rank of a key (set by the simulator)
-    total: int = 0
-
-    def _true(self, key: str | None) -> int:
-        assert self.count_le is not None
-        return self.total if key is None else self.count_le(key)
+    ks: Keyspace | None = None  # the model's keys (set by the simulator)
 
     def _estimate_now(self, page_keys: int) -> tuple[float | None, Any]:
         est, tree = super()._estimate_now(page_keys)
         if self.done or self.first is None or self.pos is None or (est is None and tree is None):
             return est, tree
-        lo, hi = self._true(self.pos), self._true(self.range.end)
+        assert self.ks is not None
+        left = keys_in(self.ks, self.pos, self.range.end)
         if tree is None:
-            return (hi - lo) / page_keys, None
+            return left / page_keys, None
         names = [d for d, _ in tree[2]]
         sizes = [
-            (d, float(self._true(nxt) - self._true(d)))
-            for d, nxt in zip(names, [*names[1:], self.range.end][: len(names)], strict=True)
+            (d, float(keys_in(self.ks, d, nxt))) for d, nxt in itertools.pairwise([*names, self.range.end])
         ]
-        rest = float((self._true(names[0]) if names else hi) - lo)
-        return (hi - lo) / page_keys, (float(hi - lo), rest, sizes)
+        rest = float(keys_in(self.ks, self.pos, names[0]) if names else left)
+        return left / page_keys, (float(left), rest, sizes)
 
 
 @dataclass
@@ -1209,7 +1211,7 @@ class Sim:
         node = st.node
         if self.cfg.oracle_estimates:
             cur = OracleCursor(piece)
-            cur.count_le, cur.total = self.ks.count_le, self.n
+            cur.ks = self.ks
         else:
             cur = Cursor(piece)
         st.cursor = cur
@@ -1661,9 +1663,7 @@ class Sim:
         for a, b in gaps:
             piece = KeyRange(id=self.new_id(), start_after=_bound(a), end=_bound(b))
             node.queue.append((piece, lease))
-            lo = 0 if piece.start_after is None else self.ks.count_le(piece.start_after)
-            hi = self.n if piece.end is None else self.ks.count_le(piece.end)
-            self.res.relisted_objects += max(0, hi - lo)
+            self.res.relisted_objects += max(0, keys_in(self.ks, piece.start_after, piece.end))
         if lease.live == 0:
             self.lease_complete(lease, node, self.now)
         self.dispatch(node, self.now)
