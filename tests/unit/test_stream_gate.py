@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from fakes import FakeS3
 from hpcstage.inventory.lister import ListOptions, part_writer
 from hpcstage.inventory.model import KeyRange
@@ -30,13 +31,14 @@ class FakeCpu:
 
 def test_the_size_is_headroom_times_wait_plus_cpu_over_cpu() -> None:
     gate = StreamGate(256)
+    assert StreamGate.HEADROOM == 1.5
     # the local endpoint: 50 ms pages, 9 ms of CPU a page
-    assert gate.size(0.050, 0.009) == math.ceil(2.0 * 0.059 / 0.009) == 14
+    assert gate.size(0.050, 0.009) == math.ceil(1.5 * 0.059 / 0.009) == 10
     # S3 at 100 ms and at 300 ms a page, the same CPU
-    assert gate.size(0.100, 0.009) == math.ceil(2.0 * 0.109 / 0.009) == 25
-    assert gate.size(0.300, 0.009) == math.ceil(2.0 * 0.309 / 0.009) == 69
+    assert gate.size(0.100, 0.009) == math.ceil(1.5 * 0.109 / 0.009) == 19
+    assert gate.size(0.300, 0.009) == math.ceil(1.5 * 0.309 / 0.009) == 52
     # never more than the streams there are, never fewer than one
-    assert StreamGate(64).size(0.300, 0.009) == 64
+    assert StreamGate(32).size(0.300, 0.009) == 32
     assert gate.size(0.0, 0.009) == 2
     assert gate.size(0.050, 0.0) == 256
 
@@ -53,20 +55,40 @@ def test_the_gate_starts_small_and_resizes_from_each_window() -> None:
     assert gate.limit == 8  # not resized before the window is full
     cpu.now = StreamGate.WINDOW * 0.009
     gate.answered(0.081)
-    assert gate.limit == gate.size(0.050, 0.009) == 14  # the least wait of the window, not its mean
+    assert gate.limit == gate.size(0.050, 0.009) == 10  # the least wait of the window, not its mean
     # a later window queued behind a busy core (every wait longer): the least wait of the last MEMORY windows
     cpu.now += StreamGate.WINDOW * 0.009
     for _ in range(StreamGate.WINDOW):
         gate.answered(0.400)
-    assert gate.limit == 14
-    assert gate.history == [(0.050, 0.009, 14), (0.050, 0.009, 14)]
+    assert gate.limit == 10
+    assert gate.history == [(0.050, 0.009, 10), (0.050, 0.009, 10)]
     # once MEMORY windows have passed without a fast answer, the slower pages count
     for _ in range(StreamGate.MEMORY - 1):
         cpu.now += StreamGate.WINDOW * 0.009
         for _ in range(StreamGate.WINDOW):
             gate.answered(0.400)
     assert gate.limit == 64 == gate.size(0.400, 0.009)
-    assert sizes == [8, 14, 14, 14, 14, 64]
+    assert sizes == [8, 10, 10, 10, 10, 64]
+
+
+def test_the_cpu_a_page_is_that_of_the_last_memory_windows() -> None:
+    cpu = FakeCpu()
+    gate = StreamGate(256, cpu_clock=cpu)
+
+    def window(cpu_each: float) -> tuple[float, float, int]:
+        cpu.now += StreamGate.WINDOW * cpu_each
+        for _ in range(StreamGate.WINDOW):
+            gate.answered(0.050)
+        return gate.history[-1]
+
+    assert window(0.008) == (0.050, 0.008, math.ceil(1.5 * 0.058 / 0.008))
+    # a cheap window after it: the mean of the two, not the cheap one (which would let 21 streams in)
+    w, c, limit = window(0.004)
+    assert c == pytest.approx(0.006) and limit == math.ceil(1.5 * 0.056 / 0.006) == 14
+    for _ in range(StreamGate.MEMORY - 1):
+        w, c, limit = window(0.004)
+    # the 8 ms window has left the memory
+    assert c == pytest.approx(0.004) and limit == gate.size(0.050, 0.004) == math.ceil(1.5 * 0.054 / 0.004) == 21
 
 
 def test_a_client_whose_attempts_are_not_seen_lets_every_stream_in() -> None:

@@ -91,9 +91,14 @@ class StreamGate:
     least wait of the last MEMORY windows of WINDOW answered attempts (an attempt's wall time less the CPU
     its thread spent between sending it and reading the answer): the page latency without the time a
     thread queues for the GIL or a core when the process is busy, which grows with the streams and would
-    feed on itself. ``cpu`` is this process's CPU per attempt over the last window, everything included.
-    HEADROOM covers latencies above the least one. S3's 50-300 ms pages for ~9 ms of CPU give 14-69
-    streams per process; the local endpoint's 50 ms pages about 14.
+    feed on itself. ``cpu`` is this process's CPU per attempt over the last MEMORY windows, everything
+    included (one window's, 32 attempts in a fraction of a second, swung between 4 and 18 ms on the local
+    endpoint, and the limit, which goes as 1 / cpu, swung up to 27 with it). HEADROOM covers latencies above
+    the least one; every stream past what keeps the core busy queues for the GIL, and the process's system
+    time grows with them (a process of 16 streams made 656,000 futex calls for 1,000 pages, one of 4 made
+    28,000). S3's 50-300 ms pages for ~9 ms of CPU give 10-52 streams per process; the local endpoint's 50 ms
+    pages about 10. (Local endpoint, 1M keys, 64 streams in two processes: HEADROOM 2 against 1.5, 13 runs
+    each, 7.34 s and 10.9 CPU-s against 7.03 s and 10.1 CPU-s on the mean; bench/RESULTS.md.)
 
     Streams over the limit wait at the gate before taking a range (a listing stream is never stopped, so a
     smaller limit takes effect as ranges end); the limit starts at START and moves after every WINDOW
@@ -104,7 +109,7 @@ class StreamGate:
     START = 8
     WINDOW = 32
     MEMORY = 4
-    HEADROOM = 2.0
+    HEADROOM = 1.5
 
     def __init__(
         self, most: int, *, measured: bool = True, cpu_clock: Callable[[], float] = time.process_time
@@ -117,6 +122,7 @@ class StreamGate:
         self._clock = cpu_clock
         self._waits: list[float] = []
         self._lows: list[float] = []  # the least wait of each of the last MEMORY windows
+        self._cpus: list[float] = []  # the process CPU of each of the last MEMORY windows
         self._cpu_at = cpu_clock()
         self.history: list[tuple[float, float, int]] = []  # (wait, cpu) per window and the limit it gave
         self._on_resize: list[Callable[[int], None]] = []
@@ -153,7 +159,9 @@ class StreamGate:
             if len(self._waits) < self.WINDOW:
                 return
             now = self._clock()
-            cpu, self._cpu_at = (now - self._cpu_at) / len(self._waits), now
+            self._cpus = [*self._cpus[-(self.MEMORY - 1) :], now - self._cpu_at]
+            self._cpu_at = now
+            cpu = sum(self._cpus) / (len(self._cpus) * len(self._waits))
             self._lows = [*self._lows[-(self.MEMORY - 1) :], min(self._waits)]
             self._waits = []
             low = min(self._lows)
