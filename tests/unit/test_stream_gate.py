@@ -88,7 +88,9 @@ def test_the_cpu_a_page_is_that_of_the_last_memory_windows() -> None:
     for _ in range(StreamGate.MEMORY - 1):
         w, c, limit = window(0.004)
     # the 8 ms window has left the memory
-    assert c == pytest.approx(0.004) and limit == gate.size(0.050, 0.004) == math.ceil(1.5 * 0.054 / 0.004) == 21
+    assert (
+        c == pytest.approx(0.004) and limit == gate.size(0.050, 0.004) == math.ceil(1.5 * 0.054 / 0.004) == 21
+    )
 
 
 def test_a_client_whose_attempts_are_not_seen_lets_every_stream_in() -> None:
