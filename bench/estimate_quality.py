@@ -9,6 +9,13 @@ the floor would refuse if the estimate were right).
 
     python -m bench.estimate_quality --size 25e6 --shapes users,uniform
     python -m bench.estimate_quality --size 25e6 --shapes users --oracle-estimates   # the truth as estimate
+    python -m bench.estimate_quality --size 25e6 --shapes users --by-path
+
+``--by-path``: the pieces again, by how the split chose its cut points (``Cursor.cut_path``: "tree" by the sizes
+of the directories in the remainder, "known" evenly over directories S3 named, "named" by interpolation over the
+names of a truncated answer, "bisect" halving many small directories by count, "leaf" cutting the directory being
+listed, "flat" by interpolation over the keys listed), with the LIST requests each path's pieces cost beyond their
+keys / 1,000 (a piece of k keys is listed in ceil(k / 1,000) pages, an empty one in one).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ class Quality:
     pieces: list[tuple[float, int]] = field(default_factory=list)  # (estimate, true keys) per piece
     dir_requests: int = 0
     dir_requests_small: int = 0  # sent for remainders truly under twice the split floor
+    paths: list[str] = field(default_factory=list)  # per piece, the split's Cursor.cut_path
 
 
 class RecordingSim(Sim):
@@ -41,6 +49,8 @@ class RecordingSim(Sim):
     def engine_split(self, st: Any, ways: int) -> Any:
         asked_before = self.res.dir_requests
         left = st.end_rank - st.rank
+        if st.cursor is not None:
+            st.cursor.cut_path = ""
         pieces, delay = super().engine_split(st, ways)
         asked = self.res.dir_requests - asked_before
         q = self.quality
@@ -49,7 +59,33 @@ class RecordingSim(Sim):
             q.dir_requests_small += asked
         for p in pieces:
             q.pieces.append((float(p.estimate or 0), keys_in(self.ks, p.start_after, p.end)))
+            q.paths.append(st.cursor.cut_path)
         return pieces, delay
+
+
+def excess_requests(keys: int) -> float:
+    """LIST requests a piece of ``keys`` keys costs beyond keys / 1,000: its last page's unused part (an empty
+    piece: the whole request that finds it so)."""
+    return (math.ceil(keys / PAGE) if keys > 0 else 1) - keys / PAGE
+
+
+def by_path(q: Quality) -> dict[str, dict[str, Any]]:
+    """The pieces by the way their split chose its cut points, largest share first."""
+    groups: dict[str, list[tuple[float, int]]] = {}
+    for path, piece in zip(q.paths, q.pieces, strict=True):
+        groups.setdefault(path, []).append(piece)
+    out = {}
+    for path, ps in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        ratios = sorted(math.log2((e + 1) / (t + 1)) for e, t in ps if e > 0)
+        out[path] = {
+            "pieces": len(ps),
+            "empty": sum(t == 0 for _, t in ps),
+            "under_1_page": sum(t < PAGE for _, t in ps),
+            "under_8_pages": sum(t < 8 * PAGE for _, t in ps),
+            "excess_requests": round(sum(excess_requests(t) for _, t in ps)),
+            "log2_est_over_true_p50": round(_quantile(ratios, 0.5), 2),
+        }
+    return out
 
 
 def _quantile(xs: list[float], f: float) -> float:
@@ -75,6 +111,7 @@ def measure(shape: str, n: int, seed: int = 1, oracle: bool = False) -> dict[str
         "dir_requests": res.dir_requests,
         "dir_requests_of_splits": q.dir_requests,
         "dir_requests_for_small_remainders": q.dir_requests_small,
+        "by_path": by_path(q),
     }
 
 
@@ -84,6 +121,9 @@ def main() -> None:
     ap.add_argument("--shapes", default="users,uniform", help="comma-separated, or 'all'")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--oracle-estimates", action="store_true", help="bench.sim.des.Config.oracle_estimates")
+    ap.add_argument(
+        "--by-path", action="store_true", help="the pieces by how their split chose its cut points"
+    )
     args = ap.parse_args()
     shapes = list(ALL_SHAPES) if args.shapes == "all" else args.shapes.split(",")
     print(
@@ -91,6 +131,7 @@ def main() -> None:
         "directory requests | of them for remainders under 2 floors | exact |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
+    paths = []
     for shape in shapes:
         m = measure(shape, int(args.size), args.seed, args.oracle_estimates)
         r = m["log2_est_over_true"]
@@ -100,6 +141,19 @@ def main() -> None:
             f"{m['dir_requests_for_small_remainders']} | {m['exact']} |",
             flush=True,
         )
+        paths += [(shape, path, g) for path, g in m["by_path"].items()]
+    if args.by_path:
+        print()
+        print(
+            "| shape | cut by | pieces | empty | under 1 page | under 8 pages | requests beyond keys / 1,000 | "
+            "log2(est/true) p50 |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+        for shape, path, g in paths:
+            print(
+                f"| {shape} | {path or '(none)'} | {g['pieces']} | {g['empty']} | {g['under_1_page']} | "
+                f"{g['under_8_pages']} | {g['excess_requests']} | {g['log2_est_over_true_p50']} |"
+            )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench.estimate_quality import measure
 
 
@@ -22,3 +24,32 @@ def test_on_uniform_keys_the_estimates_are_within_a_fifth_and_no_directory_is_as
     m = measure("uniform", 300_000)
     assert m["exact"] and m["dir_requests"] == 0
     assert all(abs(v) <= 0.25 for v in m["log2_est_over_true"].values()), m["log2_est_over_true"]
+
+
+def test_the_pieces_by_path_add_up_and_users_pieces_are_cut_by_directory_sizes() -> None:
+    m = measure("users", 300_000)
+    paths = m["by_path"]
+    assert set(paths) <= {"bisect", "tree", "named", "known", "leaf", "flat"}
+    assert sum(g["pieces"] for g in paths.values()) == m["pieces"]
+    assert sum(g["under_8_pages"] for g in paths.values()) == m["pieces_under_8_pages"]
+    for g in paths.values():
+        assert 0 <= g["empty"] <= g["under_1_page"] <= g["under_8_pages"] <= g["pieces"]
+        # each piece costs less than one request beyond its keys / 1,000, an empty one exactly one
+        assert g["empty"] <= g["excess_requests"] <= g["pieces"]
+    # a tree of Zipf-sized users: most pieces are cut by the sizes of the directories in the remainder
+    assert max(paths, key=lambda p: paths[p]["pieces"]) == "tree"
+
+
+def test_uniform_keys_are_cut_by_interpolation_only() -> None:
+    paths = measure("uniform", 300_000)["by_path"]
+    # no directory to cut at; a cut past the last key may find nothing, at the cost of one request
+    assert list(paths) == ["flat"] and paths["flat"]["empty"] <= 1 < paths["flat"]["pieces"]
+
+
+def test_excess_requests_of_a_piece() -> None:
+    from bench.estimate_quality import excess_requests
+
+    assert excess_requests(0) == 1
+    assert excess_requests(1000) == 0
+    assert excess_requests(1001) == pytest.approx(0.999)
+    assert excess_requests(250) == 0.75

@@ -371,6 +371,9 @@ class Cursor:
     # level -> keys per subdirectory in the last tree estimate, where measured or known by fan-outs
     units: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     est_from: int = 0  # ``objects`` when range.estimate was set (the estimate is of what lay ahead then)
+    # How the last split chose its cut points, a diagnostic (bench.estimate_quality --by-path): "bisect", "tree",
+    # "named", "known", "leaf" or "flat", the paths of ``split`` in its order; "" before any split cut.
+    cut_path: str = field(default="", repr=False, compare=False)
     # ``_estimate``'s last answer, for the cursor's state then: ``rev`` counts the changes to that state
     # (a page taken, directories learned, a split), so ``explore`` and ``split`` of one attempt share it
     rev: int = field(default=0, repr=False, compare=False)
@@ -873,6 +876,7 @@ class Cursor:
                 fan = 1
             sure = sure and fan is not None
             w *= max(1, fan) if fan is not None else 1
+        unit = self._level_units(unit)
         dirs = []
         total = rest
         for d in self._known_dirs():
@@ -883,6 +887,12 @@ class Cursor:
             dirs.append((d, keys))
             total += keys
         return total, rest, dirs
+
+    def _level_units(self, unit: dict[str, float]) -> dict[str, float]:
+        """The keys per subdirectory of each level that ``_tree_estimate`` sizes the remainder's directories
+        by, as it derived them; the simulator's bound of count-based sizes replaces them
+        (bench.sim.des.DepthMeanCursor)."""
+        return unit
 
     def split(self, ways: int, policy: SplitPolicy, new_id: Any) -> list[KeyRange]:
         """Give away the upper part of the remainder in up to ``ways - 1`` ranges; this cursor keeps the first.
@@ -903,6 +913,7 @@ class Cursor:
                 # many directories estimated too small to split: halve them by count (see BISECT_DIRS)
                 mid = known[len(known) // 2]
                 half = est * policy.page_keys / 2
+                self.cut_path = "bisect"
                 return self._give([mid], [half, half], new_id)
             ways = min(ways, int(est // policy.min_split_pages))
             if ways < 2:
@@ -910,6 +921,7 @@ class Cursor:
         ways = min(ways, policy.max_ways)
         if tree is not None and known:
             cuts, sizes = _weighted_cuts(tree[1], tree[2], ways)
+            self.cut_path = "tree"
             return self._give(cuts, sizes, new_id)
         if (
             known
@@ -921,11 +933,13 @@ class Cursor:
             step = max(1, len(known) // SAMPLE_KEYS)
             sample = sorted({*self.sample, *known[::step], known[-1]})
             cuts = self._named_cuts(sample, ways)
+            self.cut_path = "named"
         elif known:
             # cut at real directories (a directory's keys all sort after its name, so each piece starts
             # with whole directories), evenly over those known; the donor keeps the rest of its own
             k = min(ways - 1, len(known))
             cuts = sorted({known[(i * len(known)) // k] for i in range(k)})
+            self.cut_path = "known"
         elif (levels := self._leaf_crossed()) is not None and self._levels_known(
             needed := self._needed_levels(levels)
         ):
@@ -937,6 +951,7 @@ class Cursor:
             # were such pieces). A level taken to hold one directory and not asked, or an answer cut short,
             # may hide more: that space is a piece of its own.
             leaf_end = _past(levels[-1])
+            self.cut_path = "leaf"
             small_past = all(level in self.explored and level not in self.level_upto for level in needed)
             if self.end is None or leaf_end < self.end:
                 if small_past:
@@ -947,6 +962,7 @@ class Cursor:
                 cuts = cut_points(self.pos, self.end, self.prefix, self.sample, ways)
         else:
             cuts = cut_points(self.pos, self.range.end, self.prefix, self.sample, ways)
+            self.cut_path = "flat"
         each = int((est or 0) * policy.page_keys / (len(cuts) + 1))
         return self._give(cuts, [each] * (len(cuts) + 1), new_id)
 
