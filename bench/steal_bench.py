@@ -72,6 +72,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         yield_min_pages=args.yield_min_pages,
         yield_push_ratio=args.yield_push_ratio,
         oracle_estimates=args.oracle_estimates,
+        depth_means=args.depth_means,
         yield_after_s=args.yield_after_s,
         endgame_unthrottled=args.endgame_unthrottled == "on",
     )
@@ -316,6 +317,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the engine's estimates replaced by the model's true counts (bench.sim.des.Config.oracle_estimates): "
         "what perfect estimates would buy, not the fleet",
+    )
+    ap.add_argument(
+        "--depth-means",
+        action="store_true",
+        help="tree estimates size directories by the true mean keys per directory at their depth "
+        "(bench.sim.des.Config.depth_means): a bound for count-based sizes, not the fleet; walks the key space "
+        "first (minutes at 25M)",
     )
     ap.add_argument("--tag", default="")
     ap.add_argument(

@@ -131,6 +131,44 @@ class OracleCursor(Cursor):
         return left / page_keys, (float(left), rest, sizes)
 
 
+def depth_means(ks: Keyspace) -> dict[int, float]:
+    """Keys per directory at each depth below the key space's root (depth 1: "a/", 2: "a/b/", ...): every
+    directory's keys, walked with Delimiter listings of the model (one pass, minutes at 25M and more)."""
+    counts: dict[int, list[int]] = {}
+    frontier, depth = [""], 0
+    while frontier:
+        deeper = []
+        for prefix in frontier:
+            a, b = ks.prefix_range(prefix)
+            while a < b:
+                _, common, a = ks.delimited(prefix, a, b, PAGE, "/")
+                for cp in common:
+                    lo, hi = ks.prefix_range(cp)
+                    c = counts.setdefault(depth + 1, [0, 0])
+                    c[0] += 1
+                    c[1] += hi - lo
+                    deeper.append(cp)
+        frontier, depth = deeper, depth + 1
+    return {d: keys / n for d, (n, keys) in counts.items()}
+
+
+class DepthMeanCursor(Cursor):
+    """Config.depth_means: the engine's cursor, whose tree estimates size every directory by the true mean
+    keys per directory at its depth (``depth_means``) instead of the one being listed: the best a count of
+    directories learnt fleet-wide could give, a bound (bench/RESULTS.md, 2026-11-28, fourth session)."""
+
+    means: dict[int, float] | None = None  # depth -> keys per directory (set by the simulator)
+
+    def _level_units(self, unit: dict[str, float]) -> dict[str, float]:
+        assert self.means is not None
+        out = dict(unit)
+        for level in unit:
+            mean = self.means.get(level[len(self.prefix) :].count("/") + 1)
+            if mean is not None:
+                out[level] = mean
+        return out
+
+
 @dataclass
 class Config:
     mode: str = "fleet"  # fleet | host | static
@@ -212,6 +250,9 @@ class Config:
     # (``OracleCursor``): what perfect estimates would buy, a bound for estimators, not a fleet's behaviour
     # (bench/RESULTS.md, 2026-11-28, third session); False: the engine's own, as the fleet
     oracle_estimates: bool = False
+    # the tree estimates' directories sized by the true mean keys per directory at their depth (``DepthMeanCursor``):
+    # a bound for count-based sizes learnt fleet-wide, not a fleet's behaviour; False: the engine's own
+    depth_means: bool = False
     # fleet.Lister.wanted: a run that never saw a 503 enters the endgame once the fleet's pace is known and the
     # lister has run endgame_quiet_s; False: only after a throttled phase (the fleet before 2026-11-27's second
     # session)
@@ -636,6 +677,7 @@ class Sim:
         self.cfg = cfg
         self.p = params
         self.seed = seed
+        self._depth_means: dict[int, float] | None = None  # Config.depth_means: computed at the first piece
         self.rng = random.Random(seed * 1_000_003 + 17)
         self.q: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self._seq = itertools.count()
@@ -1212,6 +1254,11 @@ class Sim:
         if self.cfg.oracle_estimates:
             cur = OracleCursor(piece)
             cur.ks = self.ks
+        elif self.cfg.depth_means:
+            cur = DepthMeanCursor(piece)
+            if self._depth_means is None:
+                self._depth_means = depth_means(self.ks)
+            cur.means = self._depth_means
         else:
             cur = Cursor(piece)
         st.cursor = cur

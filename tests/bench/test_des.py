@@ -13,7 +13,17 @@ from hpcstage.inventory import fleet
 from hpcstage.inventory.model import KeyRange
 
 from bench import keyspace as K
-from bench.sim.des import Config, OracleCursor, PageKeys, Sim, complement, simulate, static_ranges
+from bench.sim.des import (
+    Config,
+    DepthMeanCursor,
+    OracleCursor,
+    PageKeys,
+    Sim,
+    complement,
+    depth_means,
+    simulate,
+    static_ranges,
+)
 from bench.sim.des_shapes import make_any
 from bench.sim.params import DEFAULT
 from bench.steal_trace import run as traced_run
@@ -470,3 +480,34 @@ def test_oracle_estimates_are_the_true_counts_and_runs_stay_exact() -> None:
     own = simulate(ks, cfg, seed=1)
     assert oracle.exact and own.exact, (oracle.exact_detail, own.exact_detail)
     assert oracle.dir_requests < own.dir_requests
+
+
+def test_depth_means_are_the_keys_per_directory_at_each_depth_by_brute_force() -> None:
+    ks = make_any("users", 300_000)
+    dirs: dict[int, set[str]] = {}
+    for i in range(ks.n):
+        key = ks.key(i)
+        for depth in range(1, key.count("/") + 1):
+            dirs.setdefault(depth, set()).add(
+                key[: [j for j, ch in enumerate(key) if ch == "/"][depth - 1] + 1]
+            )
+    # every key of this layout is a file three directories deep (home/<user>/proj_<k>/): each depth holds all
+    assert depth_means(ks) == {d: ks.n / len(names) for d, names in dirs.items()}
+    assert sorted(dirs) == [1, 2, 3] and len(dirs[1]) == 1
+
+
+def test_depth_mean_cursors_size_each_level_by_its_depth_and_runs_stay_exact() -> None:
+    cur = DepthMeanCursor(KeyRange(id="r"), prefix="data/")
+    cur.means = {1: 40.0, 2: 7.0}
+    # "data/" is the prefix (depth 0: its subdirectories are depth 1); a depth without a mean keeps the engine's
+    assert cur._level_units({"data/": 900.0, "data/a/": 300.0, "data/a/b/": 5.0}) == {
+        "data/": 40.0,
+        "data/a/": 7.0,
+        "data/a/b/": 5.0,
+    }
+    ks = make_any("users", 300_000)
+    cfg = Config(mode="fleet", listers=40, per_lister=8, pace=True)
+    run = simulate(ks, replace(cfg, depth_means=True), seed=1)
+    own = simulate(ks, cfg, seed=1)
+    assert run.exact and own.exact, (run.exact_detail, own.exact_detail)
+    assert run.list_requests != own.list_requests  # the sizes changed the splits
