@@ -73,6 +73,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         yield_push_ratio=args.yield_push_ratio,
         oracle_estimates=args.oracle_estimates,
         depth_means=args.depth_means,
+        shared_dir_answers=args.shared_dir_answers,
         yield_after_s=args.yield_after_s,
         endgame_unthrottled=args.endgame_unthrottled == "on",
     )
@@ -324,6 +325,12 @@ def main(argv: list[str] | None = None) -> int:
         help="tree estimates size directories by the true mean keys per directory at their depth "
         "(bench.sim.des.Config.depth_means): a bound for count-based sizes, not the fleet; walks the key space "
         "first (minutes at 25M)",
+    )
+    ap.add_argument(
+        "--shared-dir-answers",
+        action="store_true",
+        help="a Delimiter answer about a level any stream asked before costs nothing "
+        "(bench.sim.des.Config.shared_dir_answers): a bound for sharing them fleet-wide, not the fleet",
     )
     ap.add_argument("--tag", default="")
     ap.add_argument(

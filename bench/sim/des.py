@@ -253,6 +253,9 @@ class Config:
     # the tree estimates' directories sized by the true mean keys per directory at their depth (``DepthMeanCursor``):
     # a bound for count-based sizes learnt fleet-wide, not a fleet's behaviour; False: the engine's own
     depth_means: bool = False
+    # a Delimiter answer about a level any stream asked before costs nothing and no time (whatever position it was
+    # asked from): a bound for sharing the answers fleet-wide, not a fleet's behaviour; False: each is a request
+    shared_dir_answers: bool = False
     # fleet.Lister.wanted: a run that never saw a 503 enters the endgame once the fleet's pace is known and the
     # lister has run endgame_quiet_s; False: only after a throttled phase (the fleet before 2026-11-27's second
     # session)
@@ -616,6 +619,9 @@ class Result:
     overhead: float = 0.0
     empty_pages: int = 0
     dir_requests: int = 0  # ListObjectsV2 with Delimiter sent to find directories (in list_requests)
+    shared_dir_answers: int = (
+        0  # Config.shared_dir_answers: answers about a level asked before (not requests)
+    )
     dir_faults: int = 0  # failed attempts of those (Config.faults; in faults and list_attempts)
     known_pieces: int = 0  # pieces given with their donor's directory knowledge (steal.Cursor.knowledge)
     known_dirs: int = 0  # directory names those pieces carried
@@ -678,6 +684,9 @@ class Sim:
         self.p = params
         self.seed = seed
         self._depth_means: dict[int, float] | None = None  # Config.depth_means: computed at the first piece
+        self.levels_asked: set[str] = (
+            set()
+        )  # the levels any stream asked S3 about (Config.shared_dir_answers)
         self.rng = random.Random(seed * 1_000_003 + 17)
         self.q: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self._seq = itertools.count()
@@ -1079,6 +1088,11 @@ class Sim:
             slowest = 0.0
             for query in queries:
                 st.cursor.take_dirs(query, *self.dir_listing(query))
+                level = query.get("Prefix", "")
+                if self.cfg.shared_dir_answers and level in self.levels_asked:
+                    self.res.shared_dir_answers += 1  # the bound: an answer about this level is the fleet's
+                    continue
+                self.levels_asked.add(level)
                 self.res.list_requests += 1
                 self.res.list_attempts += 1
                 self.res.dir_requests += 1

@@ -511,3 +511,18 @@ def test_depth_mean_cursors_size_each_level_by_its_depth_and_runs_stay_exact() -
     own = simulate(ks, cfg, seed=1)
     assert run.exact and own.exact, (run.exact_detail, own.exact_detail)
     assert run.list_requests != own.list_requests  # the sizes changed the splits
+
+
+def test_shared_dir_answers_count_each_level_asked_once_and_runs_stay_exact() -> None:
+    """Config.shared_dir_answers (a bound, not the fleet): a Delimiter answer about a level any stream asked
+    before is not a request, so the run's directory requests are the levels asked; without it, the levels asked
+    again are requests too."""
+    ks = make_any("users", 300_000)
+    cfg = Config(mode="fleet", listers=40, per_lister=8, pace=True)
+    shared = Sim(ks, replace(cfg, shared_dir_answers=True), seed=1)
+    run = shared.run()
+    own = Sim(ks, cfg, seed=1)
+    plain = own.run()
+    assert run.exact and plain.exact, (run.exact_detail, plain.exact_detail)
+    assert run.dir_requests == len(shared.levels_asked) and run.shared_dir_answers > 0
+    assert plain.shared_dir_answers == 0 and plain.dir_requests > len(own.levels_asked)
