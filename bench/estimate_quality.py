@@ -76,7 +76,7 @@ def by_path(q: Quality) -> dict[str, dict[str, Any]]:
         groups.setdefault(path, []).append(piece)
     out = {}
     for path, ps in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        ratios = sorted(math.log2((e + 1) / (t + 1)) for e, t in ps if e > 0)
+        ratios = _log2_ratios(ps)
         out[path] = {
             "pieces": len(ps),
             "empty": sum(t == 0 for _, t in ps),
@@ -86,6 +86,11 @@ def by_path(q: Quality) -> dict[str, dict[str, Any]]:
             "log2_est_over_true_p50": round(_quantile(ratios, 0.5), 2),
         }
     return out
+
+
+def _log2_ratios(pieces: list[tuple[float, int]]) -> list[float]:
+    """log2(estimate / truth) of the pieces that came with an estimate, sorted (+1 each: empty pieces count)."""
+    return sorted(math.log2((e + 1) / (t + 1)) for e, t in pieces if e > 0)
 
 
 def _quantile(xs: list[float], f: float) -> float:
@@ -98,7 +103,7 @@ def measure(shape: str, n: int, seed: int = 1, oracle: bool = False) -> dict[str
     )
     res = sim.run()
     q = sim.quality
-    ratios = sorted(math.log2((e + 1) / (t + 1)) for e, t in q.pieces if e > 0)
+    ratios = _log2_ratios(q.pieces)
     return {
         "shape": shape,
         "n": n,

@@ -619,9 +619,8 @@ class Result:
     overhead: float = 0.0
     empty_pages: int = 0
     dir_requests: int = 0  # ListObjectsV2 with Delimiter sent to find directories (in list_requests)
-    shared_dir_answers: int = (
-        0  # Config.shared_dir_answers: answers about a level asked before (not requests)
-    )
+    # Config.shared_dir_answers: answers about a level asked before (not requests)
+    shared_dir_answers: int = 0
     dir_faults: int = 0  # failed attempts of those (Config.faults; in faults and list_attempts)
     known_pieces: int = 0  # pieces given with their donor's directory knowledge (steal.Cursor.knowledge)
     known_dirs: int = 0  # directory names those pieces carried
@@ -684,9 +683,8 @@ class Sim:
         self.p = params
         self.seed = seed
         self._depth_means: dict[int, float] | None = None  # Config.depth_means: computed at the first piece
-        self.levels_asked: set[str] = (
-            set()
-        )  # the levels any stream asked S3 about (Config.shared_dir_answers)
+        # the levels any stream asked S3 about (Config.shared_dir_answers)
+        self.levels_asked: set[str] = set()
         self.rng = random.Random(seed * 1_000_003 + 17)
         self.q: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self._seq = itertools.count()
