@@ -10,12 +10,18 @@ the floor would refuse if the estimate were right).
     python -m bench.estimate_quality --size 25e6 --shapes users,uniform
     python -m bench.estimate_quality --size 25e6 --shapes users --oracle-estimates   # the truth as estimate
     python -m bench.estimate_quality --size 25e6 --shapes users --by-path
+    python -m bench.estimate_quality --size 25e6 --shapes users --crossing
 
 ``--by-path``: the pieces again, by how the split chose its cut points (``Cursor.cut_path``: "tree" by the sizes
 of the directories in the remainder, "known" evenly over directories S3 named, "named" by interpolation over the
 names of a truncated answer, "bisect" halving many small directories by count, "leaf" cutting the directory being
 listed, "flat" by interpolation over the keys listed), with the LIST requests each path's pieces cost beyond their
 keys / 1,000 (a piece of k keys is listed in ceil(k / 1,000) pages, an empty one in one).
+
+``--crossing``: at each split attempt on a remainder that reaches past the donor's directory before the
+levels it spans are known (no tree estimate: ``Cursor._flat_pages`` sizes it by interpolation over the keys
+listed), the engine's estimate and the donor's against the keys truly left, and how often the split floor's
+test (twice the floor: below it no directory is asked about and no split made) comes out as the truth's would.
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ class Quality:
     dir_requests: int = 0
     dir_requests_small: int = 0  # sent for remainders truly under twice the split floor
     paths: list[str] = field(default_factory=list)  # per piece, the split's Cursor.cut_path
+    # per split attempt on a remainder reaching past the donor's directory before its tree is known (the flat
+    # estimate decides whether to ask S3 about its directories and how many ways to cut): (the engine's
+    # estimate in pages, the keys truly left, the donor's estimate of the piece in pages or None)
+    crossing: list[tuple[float, int, float | None]] = field(default_factory=list)
 
 
 class RecordingSim(Sim):
@@ -49,8 +59,13 @@ class RecordingSim(Sim):
     def engine_split(self, st: Any, ways: int) -> Any:
         asked_before = self.res.dir_requests
         left = st.end_rank - st.rank
-        if st.cursor is not None:
-            st.cursor.cut_path = ""
+        cur = st.cursor
+        if cur is not None:
+            cur.cut_path = ""
+            if not cur.done and cur.pos is not None and cur._leaf_crossed() is not None:
+                est, tree = cur._crossing_pages(PAGE)
+                if est is not None and tree is None:
+                    self.quality.crossing.append((est, left, cur.inherited_pages(PAGE)))
         pieces, delay = super().engine_split(st, ways)
         asked = self.res.dir_requests - asked_before
         q = self.quality
@@ -88,6 +103,26 @@ def by_path(q: Quality) -> dict[str, dict[str, Any]]:
     return out
 
 
+def crossing(q: Quality, floor_pages: float) -> dict[str, Any]:
+    """The flat estimates of remainders reaching past the donor's directory (``Quality.crossing``) against the
+    truth: log2(estimate / truth) and the donor's, and how often each side of the split floor's test (twice
+    ``floor_pages``, below which the engine neither asks about directories nor splits) agrees with the truth."""
+    bar = 2 * floor_pages * PAGE
+    rows = q.crossing
+    own = sorted(math.log2((e * PAGE + 1) / (t + 1)) for e, t, _ in rows)
+    donor = sorted(math.log2((d * PAGE + 1) / (t + 1)) for _, t, d in rows if d is not None)
+    return {
+        "attempts": len(rows),
+        "log2_est_over_true": {f"p{int(100 * f)}": round(_quantile(own, f), 2) for f in (0.1, 0.5, 0.9)},
+        "log2_donor_over_true_p50": round(_quantile(donor, 0.5), 2),
+        "with_donor_estimate": len(donor),
+        "both_over": sum(e * PAGE >= bar and t >= bar for e, t, _ in rows),
+        "only_estimate_over": sum(e * PAGE >= bar > t for e, t, _ in rows),
+        "only_truth_over": sum(e * PAGE < bar <= t for e, t, _ in rows),
+        "both_under": sum(e * PAGE < bar and t < bar for e, t, _ in rows),
+    }
+
+
 def _log2_ratios(pieces: list[tuple[float, int]]) -> list[float]:
     """log2(estimate / truth) of the pieces that came with an estimate, sorted (+1 each: empty pieces count)."""
     return sorted(math.log2((e + 1) / (t + 1)) for e, t in pieces if e > 0)
@@ -117,6 +152,7 @@ def measure(shape: str, n: int, seed: int = 1, oracle: bool = False) -> dict[str
         "dir_requests_of_splits": q.dir_requests,
         "dir_requests_for_small_remainders": q.dir_requests_small,
         "by_path": by_path(q),
+        "crossing": crossing(q, MIN_SPLIT_PAGES),
     }
 
 
@@ -129,6 +165,11 @@ def main() -> None:
     ap.add_argument(
         "--by-path", action="store_true", help="the pieces by how their split chose its cut points"
     )
+    ap.add_argument(
+        "--crossing",
+        action="store_true",
+        help="the flat estimates of remainders reaching past the donor's directory before their tree is known",
+    )
     args = ap.parse_args()
     shapes = list(ALL_SHAPES) if args.shapes == "all" else args.shapes.split(",")
     print(
@@ -136,7 +177,7 @@ def main() -> None:
         "directory requests | of them for remainders under 2 floors | exact |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    paths = []
+    paths, crossings = [], []
     for shape in shapes:
         m = measure(shape, int(args.size), args.seed, args.oracle_estimates)
         r = m["log2_est_over_true"]
@@ -147,6 +188,7 @@ def main() -> None:
             flush=True,
         )
         paths += [(shape, path, g) for path, g in m["by_path"].items()]
+        crossings.append((shape, m["crossing"]))
     if args.by_path:
         print()
         print(
@@ -158,6 +200,21 @@ def main() -> None:
             print(
                 f"| {shape} | {path or '(none)'} | {g['pieces']} | {g['empty']} | {g['under_1_page']} | "
                 f"{g['under_8_pages']} | {g['excess_requests']} | {g['log2_est_over_true_p50']} |"
+            )
+
+    if args.crossing:
+        print()
+        print(
+            "| shape | split attempts on crossing remainders | log2(est/true) p10 / p50 / p90 | donor's p50 | "
+            "over 2 floors: both / the estimate only / the truth only / neither |"
+        )
+        print("|---|---|---|---|---|")
+        for shape, c in crossings:
+            r = c["log2_est_over_true"]
+            print(
+                f"| {shape} | {c['attempts']} | {r['p10']} / {r['p50']} / {r['p90']} | "
+                f"{c['log2_donor_over_true_p50']} | {c['both_over']} / {c['only_estimate_over']} / "
+                f"{c['only_truth_over']} / {c['both_under']} |"
             )
 
 

@@ -32,7 +32,7 @@ from hpcstage.inventory.fleet import (
 )
 from hpcstage.inventory.steal import DEFAULT_MIN_SPLIT_PAGES
 
-from bench.sim.des import Config, Result, sequential_time, simulate
+from bench.sim.des import ORACLE_SCOPES, Config, Result, sequential_time, simulate
 from bench.sim.des_shapes import ALL_SHAPES, make_any
 from bench.sim.params import DEFAULT
 
@@ -71,7 +71,8 @@ def configs(args: argparse.Namespace) -> list[Config]:
         yield_util=args.yield_util,
         yield_min_pages=args.yield_min_pages,
         yield_push_ratio=args.yield_push_ratio,
-        oracle_estimates=args.oracle_estimates,
+        oracle_estimates=args.oracle_estimates or args.oracle_scope is not None,
+        oracle_scope=args.oracle_scope or "all",
         depth_means=args.depth_means,
         shared_dir_answers=args.shared_dir_answers,
         yield_after_s=args.yield_after_s,
@@ -318,6 +319,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the engine's estimates replaced by the model's true counts (bench.sim.des.Config.oracle_estimates): "
         "what perfect estimates would buy, not the fleet",
+    )
+    ap.add_argument(
+        "--oracle-scope",
+        choices=ORACLE_SCOPES,
+        help="which estimates --oracle-estimates replaces (bench.sim.des.Config.oracle_scope; implies it): all "
+        "(default); flat, those not from a tree; crossing, those of a remainder reaching past its stream's "
+        "directory before its tree is known; within, those of a remainder inside it",
     )
     ap.add_argument(
         "--depth-means",

@@ -104,6 +104,12 @@ def keys_in(ks: Keyspace, start_after: str | None, end: str | None) -> int:
     return hi - lo
 
 
+# Which of the engine's estimates an OracleCursor replaces by the truth (Config.oracle_scope): every one; those
+# not from a tree (``Cursor._flat_pages``, the tree estimates stay the engine's); of those, only the ones of a
+# remainder that reaches past pos's directory before its tree is known, or only the ones of a remainder inside it.
+ORACLE_SCOPES = ("all", "flat", "crossing", "within")
+
+
 class OracleCursor(Cursor):
     """Config.oracle_estimates: the engine's cursor, whose estimates of its remainder are the model's truth.
 
@@ -111,15 +117,25 @@ class OracleCursor(Cursor):
     tree estimate's directories are sized by the keys truly between each and the next (the last up to the
     end) and its rest by the keys before the first. Where the engine has none (an open range of no known
     alphabet) there is none here either. Everything else (cut points, directory requests, the split floor)
-    is the engine's."""
+    is the engine's. ``scope`` (ORACLE_SCOPES) narrows which estimates are replaced; the others stay the
+    engine's."""
 
     ks: Keyspace | None = None  # the model's keys (set by the simulator)
+    scope: str = "all"
 
     def _estimate_now(self, page_keys: int) -> tuple[float | None, Any]:
         est, tree = super()._estimate_now(page_keys)
         if self.done or self.first is None or self.pos is None or (est is None and tree is None):
             return est, tree
         assert self.ks is not None
+        if tree is not None and self.scope != "all":
+            return est, tree
+        if (
+            tree is None
+            and self.scope in ("crossing", "within")
+            and (self._leaf_crossed() is not None) != (self.scope == "crossing")
+        ):
+            return est, tree
         left = keys_in(self.ks, self.pos, self.range.end)
         if tree is None:
             return left / page_keys, None
@@ -250,6 +266,9 @@ class Config:
     # (``OracleCursor``): what perfect estimates would buy, a bound for estimators, not a fleet's behaviour
     # (bench/RESULTS.md, 2026-11-28, third session); False: the engine's own, as the fleet
     oracle_estimates: bool = False
+    # which of them (ORACLE_SCOPES): "all"; "flat", those not from a tree; "crossing", those of a remainder reaching
+    # past pos's directory before its tree is known; "within", those of a remainder inside it
+    oracle_scope: str = "all"
     # the tree estimates' directories sized by the true mean keys per directory at their depth (``DepthMeanCursor``):
     # a bound for count-based sizes learnt fleet-wide, not a fleet's behaviour; False: the engine's own
     depth_means: bool = False
@@ -1266,6 +1285,7 @@ class Sim:
         if self.cfg.oracle_estimates:
             cur = OracleCursor(piece)
             cur.ks = self.ks
+            cur.scope = self.cfg.oracle_scope
         elif self.cfg.depth_means:
             cur = DepthMeanCursor(piece)
             if self._depth_means is None:

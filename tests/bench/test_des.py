@@ -14,6 +14,7 @@ from hpcstage.inventory.model import KeyRange
 
 from bench import keyspace as K
 from bench.sim.des import (
+    ORACLE_SCOPES,
     Config,
     DepthMeanCursor,
     OracleCursor,
@@ -480,6 +481,49 @@ def test_oracle_estimates_are_the_true_counts_and_runs_stay_exact() -> None:
     own = simulate(ks, cfg, seed=1)
     assert oracle.exact and own.exact, (oracle.exact_detail, own.exact_detail)
     assert oracle.dir_requests < own.dir_requests
+
+
+def test_oracle_scopes_replace_only_their_estimates_and_runs_stay_exact() -> None:
+    """Config.oracle_scope: "crossing" replaces the estimate of a remainder that reaches past pos's directory
+    before its tree is known and leaves one inside it to the engine; "within" the other way round; "all" and
+    "flat" replace both (neither remainder here has a tree)."""
+    ks = make_any("users", 300_000)
+
+    def cursor(scope: str, lo: int, end: int) -> OracleCursor:
+        cur = OracleCursor(KeyRange(id="r", start_after=None if lo == 0 else ks.key(lo - 1), end=ks.key(end)))
+        cur.ks, cur.scope = ks, scope
+        cur.take([ks.key(i) for i in range(lo, lo + 1000)], True, "t")
+        return cur
+
+    # a directory holding 4,000 keys from lo on: a remainder ending inside it, and one ending 50,000 keys on
+    lo = next(i for i in range(0, ks.n - 4000, 500) if _leaf(ks.key(i)) == _leaf(ks.key(i + 4000)))
+    for end, crossing in ((lo + 4000, False), (lo + 50_000, True)):
+        truth = (end - (lo + 999)) / 1000
+        engine = super(OracleCursor, cursor("all", lo, end))._estimate_now(1000)[0]
+        assert engine is not None and abs(engine - truth) > 1e-3, (engine, truth)  # told apart below
+        assert (cursor("crossing", lo, end)._leaf_crossed() is not None) is crossing
+        for scope, replaced in (
+            ("all", True),
+            ("flat", True),
+            ("crossing", crossing),
+            ("within", not crossing),
+        ):
+            got = cursor(scope, lo, end).remaining_pages(1000)
+            assert got == pytest.approx(truth if replaced else engine, abs=1e-9), (
+                scope,
+                end,
+                got,
+                truth,
+                engine,
+            )
+    cfg = Config(mode="fleet", listers=40, per_lister=8, pace=True, oracle_estimates=True)
+    for scope in ORACLE_SCOPES:
+        run = simulate(ks, replace(cfg, oracle_scope=scope), seed=1)
+        assert run.exact, (scope, run.exact_detail)
+
+
+def _leaf(key: str) -> str:
+    return key[: key.rfind("/") + 1]
 
 
 def test_depth_means_are_the_keys_per_directory_at_each_depth_by_brute_force() -> None:

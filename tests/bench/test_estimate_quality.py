@@ -53,3 +53,14 @@ def test_excess_requests_of_a_piece() -> None:
     assert excess_requests(1000) == 0
     assert excess_requests(1001) == pytest.approx(0.999)
     assert excess_requests(250) == 0.75
+
+
+def test_crossing_estimates_are_counted_per_split_attempt_and_add_up() -> None:
+    m = measure("users", 300_000)
+    c = m["crossing"]
+    # users' remainders reach past a user's directory before its level is asked: some attempts see them
+    assert c["attempts"] > 0
+    assert c["both_over"] + c["only_estimate_over"] + c["only_truth_over"] + c["both_under"] == c["attempts"]
+    assert 0 < c["with_donor_estimate"] <= c["attempts"]
+    # keys without directories never cross one
+    assert measure("uniform", 300_000)["crossing"]["attempts"] == 0
