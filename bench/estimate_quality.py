@@ -120,6 +120,11 @@ def crossing(q: Quality, floor_pages: float) -> dict[str, Any]:
         "only_estimate_over": sum(e * PAGE >= bar > t for e, t, _ in rows),
         "only_truth_over": sum(e * PAGE < bar <= t for e, t, _ in rows),
         "both_under": sum(e * PAGE < bar and t < bar for e, t, _ in rows),
+        # the same test on the donor's estimate, where the piece came with one
+        "donor_agrees": sum((d * PAGE >= bar) == (t >= bar) for _, t, d in rows if d is not None),
+        "own_agrees_with_donor_estimate": sum(
+            (e * PAGE >= bar) == (t >= bar) for e, t, d in rows if d is not None
+        ),
     }
 
 
@@ -206,15 +211,17 @@ def main() -> None:
         print()
         print(
             "| shape | split attempts on crossing remainders | log2(est/true) p10 / p50 / p90 | donor's p50 | "
-            "over 2 floors: both / the estimate only / the truth only / neither |"
+            "over 2 floors: both / the estimate only / the truth only / neither | the test right, where the donor "
+            "gave an estimate: by the engine's / by the donor's |"
         )
-        print("|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|")
         for shape, c in crossings:
             r = c["log2_est_over_true"]
             print(
                 f"| {shape} | {c['attempts']} | {r['p10']} / {r['p50']} / {r['p90']} | "
                 f"{c['log2_donor_over_true_p50']} | {c['both_over']} / {c['only_estimate_over']} / "
-                f"{c['only_truth_over']} / {c['both_under']} |"
+                f"{c['only_truth_over']} / {c['both_under']} | {c['own_agrees_with_donor_estimate']} / "
+                f"{c['donor_agrees']} of {c['with_donor_estimate']} |"
             )
 
 

@@ -62,5 +62,20 @@ def test_crossing_estimates_are_counted_per_split_attempt_and_add_up() -> None:
     assert c["attempts"] > 0
     assert c["both_over"] + c["only_estimate_over"] + c["only_truth_over"] + c["both_under"] == c["attempts"]
     assert 0 < c["with_donor_estimate"] <= c["attempts"]
+    assert 0 <= c["donor_agrees"] <= c["with_donor_estimate"]
+    assert 0 <= c["own_agrees_with_donor_estimate"] <= c["with_donor_estimate"]
     # keys without directories never cross one
     assert measure("uniform", 300_000)["crossing"]["attempts"] == 0
+
+
+def test_crossing_counts_the_floor_test_against_the_truth() -> None:
+    from bench.estimate_quality import Quality, crossing
+
+    # floor 16 pages: the test is at 32,000 keys; (engine's estimate in pages, true keys, donor's in pages)
+    q = Quality(crossing=[(40, 70_000, 10), (40, 1_000, 80), (2, 70_000, None), (2, 1_000, 1)])
+    c = crossing(q, 16)
+    assert (c["both_over"], c["only_estimate_over"], c["only_truth_over"], c["both_under"]) == (1, 1, 1, 1)
+    assert c["with_donor_estimate"] == 3
+    assert c["own_agrees_with_donor_estimate"] == 2  # right on the first and the last
+    assert c["donor_agrees"] == 1  # the last only
+    assert c["attempts"] == 4
