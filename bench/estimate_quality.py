@@ -125,6 +125,13 @@ def crossing(q: Quality, floor_pages: float) -> dict[str, Any]:
         "own_agrees_with_donor_estimate": sum(
             (e * PAGE >= bar) == (t >= bar) for e, t, d in rows if d is not None
         ),
+        # where the two estimates come out alike, and of those how often the truth does too
+        "both_estimates_alike": sum(
+            (e * PAGE >= bar) == (d * PAGE >= bar) for e, _, d in rows if d is not None
+        ),
+        "both_estimates_alike_and_right": sum(
+            (e * PAGE >= bar) == (d * PAGE >= bar) == (t >= bar) for e, t, d in rows if d is not None
+        ),
     }
 
 
@@ -212,16 +219,17 @@ def main() -> None:
         print(
             "| shape | split attempts on crossing remainders | log2(est/true) p10 / p50 / p90 | donor's p50 | "
             "over 2 floors: both / the estimate only / the truth only / neither | the test right, where the donor "
-            "gave an estimate: by the engine's / by the donor's |"
+            "gave an estimate: by the engine's / by the donor's | the two alike / and right |"
         )
-        print("|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|")
         for shape, c in crossings:
             r = c["log2_est_over_true"]
             print(
                 f"| {shape} | {c['attempts']} | {r['p10']} / {r['p50']} / {r['p90']} | "
                 f"{c['log2_donor_over_true_p50']} | {c['both_over']} / {c['only_estimate_over']} / "
                 f"{c['only_truth_over']} / {c['both_under']} | {c['own_agrees_with_donor_estimate']} / "
-                f"{c['donor_agrees']} of {c['with_donor_estimate']} |"
+                f"{c['donor_agrees']} of {c['with_donor_estimate']} | {c['both_estimates_alike']} / "
+                f"{c['both_estimates_alike_and_right']} |"
             )
 
 

@@ -78,4 +78,6 @@ def test_crossing_counts_the_floor_test_against_the_truth() -> None:
     assert c["with_donor_estimate"] == 3
     assert c["own_agrees_with_donor_estimate"] == 2  # right on the first and the last
     assert c["donor_agrees"] == 1  # the last only
+    assert c["both_estimates_alike"] == 2  # the second (both over) and the last (both under)
+    assert c["both_estimates_alike_and_right"] == 1  # the last: the second's truth is under
     assert c["attempts"] == 4
