@@ -109,35 +109,37 @@ def crossing(q: Quality, floor_pages: float) -> dict[str, Any]:
     ``floor_pages``, below which the engine neither asks about directories nor splits) agrees with the truth."""
     bar = 2 * floor_pages * PAGE
     rows = q.crossing
-    own = sorted(math.log2((e * PAGE + 1) / (t + 1)) for e, t, _ in rows)
-    donor = sorted(math.log2((d * PAGE + 1) / (t + 1)) for _, t, d in rows if d is not None)
+    own = sorted(_log2_ratio(e * PAGE, t) for e, t, _ in rows)
+    donor = sorted(_log2_ratio(d * PAGE, t) for _, t, d in rows if d is not None)
+    # the floor's test per attempt: (by the engine's estimate, by the truth, by the donor's or None)
+    tests = [(e * PAGE >= bar, t >= bar, None if d is None else d * PAGE >= bar) for e, t, d in rows]
+    with_donor = [(o, t, d) for o, t, d in tests if d is not None]
     return {
         "attempts": len(rows),
         "log2_est_over_true": {f"p{int(100 * f)}": round(_quantile(own, f), 2) for f in (0.1, 0.5, 0.9)},
         "log2_donor_over_true_p50": round(_quantile(donor, 0.5), 2),
         "with_donor_estimate": len(donor),
-        "both_over": sum(e * PAGE >= bar and t >= bar for e, t, _ in rows),
-        "only_estimate_over": sum(e * PAGE >= bar > t for e, t, _ in rows),
-        "only_truth_over": sum(e * PAGE < bar <= t for e, t, _ in rows),
-        "both_under": sum(e * PAGE < bar and t < bar for e, t, _ in rows),
+        "both_over": sum(o and t for o, t, _ in tests),
+        "only_estimate_over": sum(o and not t for o, t, _ in tests),
+        "only_truth_over": sum(t and not o for o, t, _ in tests),
+        "both_under": sum(not o and not t for o, t, _ in tests),
         # the same test on the donor's estimate, where the piece came with one
-        "donor_agrees": sum((d * PAGE >= bar) == (t >= bar) for _, t, d in rows if d is not None),
-        "own_agrees_with_donor_estimate": sum(
-            (e * PAGE >= bar) == (t >= bar) for e, t, d in rows if d is not None
-        ),
+        "donor_agrees": sum(d == t for _, t, d in with_donor),
+        "own_agrees_with_donor_estimate": sum(o == t for o, t, _ in with_donor),
         # where the two estimates come out alike, and of those how often the truth does too
-        "both_estimates_alike": sum(
-            (e * PAGE >= bar) == (d * PAGE >= bar) for e, _, d in rows if d is not None
-        ),
-        "both_estimates_alike_and_right": sum(
-            (e * PAGE >= bar) == (d * PAGE >= bar) == (t >= bar) for e, t, d in rows if d is not None
-        ),
+        "both_estimates_alike": sum(o == d for o, _, d in with_donor),
+        "both_estimates_alike_and_right": sum(o == d == t for o, t, d in with_donor),
     }
+
+
+def _log2_ratio(estimate: float, true_keys: int) -> float:
+    """log2(estimate / truth) in keys, +1 on each side so that empty remainders and zero estimates count."""
+    return math.log2((estimate + 1) / (true_keys + 1))
 
 
 def _log2_ratios(pieces: list[tuple[float, int]]) -> list[float]:
     """log2(estimate / truth) of the pieces that came with an estimate, sorted (+1 each: empty pieces count)."""
-    return sorted(math.log2((e + 1) / (t + 1)) for e, t in pieces if e > 0)
+    return sorted(_log2_ratio(e, t) for e, t in pieces if e > 0)
 
 
 def _quantile(xs: list[float], f: float) -> float:
