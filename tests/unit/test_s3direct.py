@@ -170,6 +170,7 @@ def test_direct_requests_are_the_requests_botocore_signs(
         monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
         endpoint = "http://s3.us-west-2.amazonaws.com"
     seen = {}
+    routes: dict[str, Any] = {}
     for direct in (False, True):
         recorder.requests.clear()
         client = make_s3_client(
@@ -177,6 +178,9 @@ def test_direct_requests_are_the_requests_botocore_signs(
         )
         answers = listed(client, bucket)
         seen[direct] = (answers, list(recorder.requests))
+        if direct:
+            template = client.meta.hpcstage_direct.template(bucket)
+            routes[case] = client.meta.hpcstage_direct.route(template)
     plain, fast = seen[False][1], seen[True][1]
     assert len(plain) == len(fast) == len(calls())
     # botocore sent the first page (the template); every other page went direct (no SDK telemetry headers)
@@ -196,6 +200,10 @@ def test_direct_requests_are_the_requests_botocore_signs(
         assert all(h["x-amz-security-token"] == token for _, h in fast)
     if case == "virtual host via a proxy":
         assert fast[1][0].startswith("GET http://bkt-1.s3.us-west-2.amazonaws.com/?list-type=2&")
+        assert routes[case] is None  # through a proxy, botocore's session sends the direct pages
+    else:  # straight to the pool botocore's session would use
+        assert (routes[case].host, routes[case].port) == ("127.0.0.1", recorder.port)
+        assert routes[case].origin == endpoint
     assert seen[True][0] == seen[False][0]
     assert seen[True][0][0] == (["a b=", "€/x"], [7, 9], True, "1")
 
@@ -209,6 +217,8 @@ def test_a_failed_direct_attempt_is_counted_and_the_page_asked_again_through_bot
     client = make_s3_client(f"http://127.0.0.1:{recorder.port}", "us-east-1", direct=True)
     counter = RequestCounter()
     list_page(client, "bkt", "", counter=counter)  # the template
+    direct = client.meta.hpcstage_direct
+    assert direct.route(direct.template("bkt")) is not None  # the attempt goes straight to the pool
     recorder.script = [fault]
     resp = list_page(client, "bkt", "", start_after="a", counter=counter)
     assert list(page_objects(resp)[0]) == ["a b=", "€/x"]

@@ -8,7 +8,8 @@ through botocore as any call does, and what botocore built for it (the URL up to
 the signing context) is kept as the bucket's template when that call succeeded at its first attempt;
 the following pages copy the template with their own query, are signed by the client's
 ``RequestSigner`` (credentials refreshed, SigV4 or unsigned, as chosen for the first page) and sent
-by the client's HTTP session (its pool, proxies, TLS settings and timeouts).
+on the urllib3 connection pool the client's HTTP session would send them on (its TLS settings and
+timeouts; through a proxy, by the session itself).
 
 Only a whole ListBucketResult answered 200 is read here. Anything else (an error status, a 503
 SlowDown, a dropped connection, a truncated body or an <Error> sent with 200) is one counted attempt,
@@ -27,11 +28,14 @@ import re
 import threading
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 from xml.sax.saxutils import unescape
 
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import HTTPClientError
 from botocore.utils import percent_encode_sequence
+from urllib3.exceptions import HTTPError as URLLib3Error
+from urllib3.util.retry import Retry
 
 OPERATION = "ListObjectsV2"
 # The request parameters a direct page may carry, and their query names (S3 API reference, ListObjectsV2).
@@ -164,6 +168,20 @@ def direct_request(template: Template, params: dict[str, Any]) -> AWSRequest:
     return request
 
 
+@dataclass(frozen=True)
+class Route:
+    """Where a template's pages go in botocore's connection pools: its scheme, host and port, and the request
+    target (path and query) of a URL as the part of it after ``origin``."""
+
+    scheme: str
+    host: str
+    port: int
+    origin: str  # "scheme://netloc", which the request target follows in every URL of the template
+
+
+_NO_RETRY = Retry(False)
+
+
 class Answer:
     """What one direct attempt came to: ``parsed`` (a botocore-shaped answer) or None, and whether it was a
     503 SlowDown (the request-rate signal) and whether a retry should wait (5xx, resets, timeouts)."""
@@ -187,6 +205,7 @@ class DirectLister:
     def __init__(self, client: Any, parse_body: Any) -> None:
         self._parse_body = parse_body
         self._templates: dict[str, Template] = {}
+        self._routes: dict[str, Route | None] = {}
         self._lock = threading.Lock()
         model = client.meta.service_model
         self._output_shape = model.operation_model(OPERATION).output_shape
@@ -245,6 +264,58 @@ class DirectLister:
             with self._lock:
                 self._templates[bucket] = found
 
+    # -- the connection ----------------------------------------------------------------------------
+    def route(self, template: Template) -> Route | None:
+        """The template's route to the pool botocore's session would send its pages on, or None when
+        botocore's own ``send`` must take them (a proxy, a per-request timeout, a URL whose request target is
+        not simply what follows its origin)."""
+        try:
+            return self._routes[template.base]
+        except KeyError:
+            pass
+        route = None
+        http = self._http
+        parts = urlsplit(template.base)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        probe = template.base + "x=1"
+        if (
+            parts.scheme in ("http", "https")
+            and parts.hostname
+            and template.context.get("read_timeout") is None
+            and http._proxy_config.proxy_url_for(probe) is None  # noqa: SLF001
+            and probe.startswith(origin + "/")
+            and http._path_url(probe) == probe[len(origin) :]  # noqa: SLF001
+        ):
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            route = Route(scheme=parts.scheme, host=parts.hostname, port=port, origin=origin)
+        with self._lock:
+            self._routes[template.base] = route
+        return route
+
+    def _send_on(self, route: Route, request: Any) -> tuple[int, Any, bytes]:
+        """``request`` sent as botocore's session sends it (its pool manager, TLS settings and timeouts, no
+        retries, the body read whole), without the session's per-request wrapping: status, headers, body.
+        Errors are urllib3's, which botocore's ``send`` would have turned into HTTPClientErrors."""
+        pool = self._http._manager.connection_from_host(route.host, route.port, route.scheme)  # noqa: SLF001
+        self._http._setup_ssl_cert(pool, route.origin, self._http._verify)  # noqa: SLF001
+        response = pool.urlopen(
+            method="GET",
+            url=request.url[len(route.origin) :],
+            body=request.body,
+            headers=request.headers,
+            retries=_NO_RETRY,
+            assert_same_host=False,
+            preload_content=False,
+            decode_content=False,
+            chunked=False,
+            enforce_content_length=False,
+        )
+        try:
+            body = response.read()
+        finally:
+            response.release_conn()
+        return response.status, response.headers, body
+
     # -- one attempt -------------------------------------------------------------------------------
     def attempt(self, template: Template, params: dict[str, Any]) -> Answer:
         """Sign and send one page request; the answer parsed, or why not."""
@@ -253,19 +324,26 @@ class DirectLister:
         for key, value in request.headers.items():
             if isinstance(value, str):
                 request.headers[key] = value.encode("utf-8")
-        try:
-            response = self._send(request.prepare())
-        except HTTPClientError:
-            return Answer(None, transient=True)
-        status = response.status_code
-        body = response.content
+        prepared = request.prepare()
+        route = self.route(template)
+        if route is None:
+            try:
+                response = self._send(prepared)
+            except HTTPClientError:
+                return Answer(None, transient=True)
+            status, headers, body = response.status_code, response.headers, response.content
+        else:
+            try:
+                status, headers, body = self._send_on(route, prepared)
+            except (URLLib3Error, OSError):
+                return Answer(None, transient=True)  # what botocore raises as an HTTPClientError
         if status != 200:
             slowdown = status == 503 and b"<Code>SlowDown</Code>" in body
             return Answer(None, slowdown=slowdown, transient=status >= 500)
         if not complete_list_result(body):
             return Answer(None, transient=True)  # botocore turns it into a retried 500
         response_dict = {
-            "headers": response.headers,
+            "headers": headers,
             "status_code": status,
             "body": body,
             "context": {"operation_name": OPERATION},
