@@ -205,3 +205,42 @@ def test_versions_in_two_processes_equal_one(tmp_path: Path) -> None:
 
     assert rows(tmp_path / "two") == rows(tmp_path / "one")
     assert len(rows(tmp_path / "one")) == one["objects"] + 20
+
+
+class _Stalled:
+    """Stands in for ``ListerProcesses(1)``: a process that never reads its job, as one still importing
+    when a small listing is already over."""
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        parent_end, child_end = ctx.Pipe()
+        self.pipes = [(parent_end, child_end)]
+        self.processes = [ctx.Process(target=time.sleep, args=(120,), daemon=True)]
+        self.processes[0].start()
+        self.given: set[int] = set()
+
+    def __len__(self) -> int:
+        return 1
+
+    def give(self, i: int, job: Any) -> None:
+        self.given.add(i)
+        self.pipes[i][0].send(job)
+
+
+def test_a_process_given_no_range_is_not_waited_for(tmp_path: Path) -> None:
+    """A listing over before the other process asked for work (one page here) ends without it: that
+    process is stopped, and the summary gives it nothing. (Before, the run waited for its imports.)"""
+    small = K.make("uniform", 300)
+    with serve({"bkt": small}, latency_s=0.02, precompute=True) as server:
+        s3 = make_s3_client(server.url, "us-east-1", pool=16)
+        stalled = _Stalled()
+        victim = stalled.processes[0]
+        try:
+            summary = run(s3, LocalStore(tmp_path), processes=2, workers=4, spare_processes=stalled)
+            victim.join(timeout=10)
+            assert victim.exitcode == -signal.SIGTERM
+        finally:
+            victim.kill()
+    assert (summary["objects"], summary["bytes"]) == (small.n, small.total_bytes)
+    assert [p["objects"] for p in summary["processes"]] == [small.n, 0]
+    assert summary["processes"][1] == {"objects": 0, "bytes": 0, "list_requests": 0, "ranges": 0, "splits": 0}

@@ -416,6 +416,7 @@ class Coordinator:
         self.results: list[WorkerResult | None] = [None] * n
         self.error: BaseException | None = None
         self.finished: set[int] = set()
+        self.dismissed: set[int] = set()  # processes the run ended without (``idle``)
         self.done_sent = False
         self.stop_sent = False
 
@@ -504,6 +505,14 @@ class Coordinator:
             self.done_sent = True
             for link in self.links:
                 self._send_quietly(link, ("done",))
+
+    def idle(self) -> list[int]:
+        """Once the run is done, the workers that never had a range and have not answered yet: a listing
+        over before they were ready (a small prefix, while a process still imports). They hold nothing, so
+        the run need not wait for them."""
+        if not self.done_sent:
+            return []
+        return [i for i in range(len(self.links)) if i not in self.finished and self.sent[i] == 0]
 
     @staticmethod
     def _send_quietly(link: Link, msg: tuple[Any, ...]) -> None:
@@ -600,7 +609,9 @@ def run_processes(
                 "ranges": len(r.results),
                 "splits": r.splits,
             }
-            for r in done
+            if r is not None
+            else {"objects": 0, "bytes": 0, "list_requests": 0, "ranges": 0, "splits": 0}  # dismissed
+            for r in coord.results
         ],
     )
 
@@ -622,6 +633,11 @@ def _coordinate(coord: Coordinator, conns: dict[int, Connection], children: dict
         if coord.error is None:
             coord.match(time.monotonic())
             coord.check_done()
+        for i in coord.idle():
+            if i in children:  # a process given no range: ended now instead of waited for
+                children[i].terminate()
+                coord.dismissed.add(i)
+                coord.finished.add(i)
         coord.show()
 
 
