@@ -57,7 +57,14 @@ def render(start: int, n_total: int, max_keys: int) -> bytes:
     return "".join(parts).encode()
 
 
-def serve(port: int, n_total: int) -> None:
+def serve(port: int, n_total: int, precompute: bool = True) -> None:
+    """Answer ListObjectsV2 from the key index. ``precompute``: every page of 1,000 the listing asks for is
+    rendered before the server starts, so that while the client is measured this process only writes
+    bytes: rendering a page here takes CPU (Python string formatting) on the same two cores, and a busy
+    neighbour core slows the client's own work (a 1,000-key page's parse 1.52 -> 1.83-1.89 ms with the
+    other core busy, bench/RESULTS.md). S3 does not run on the lister's machine."""
+    pages = {start: render(start, n_total, PAGE) for start in range(0, n_total, PAGE)} if precompute else {}
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as S3 does
 
@@ -72,7 +79,10 @@ def serve(port: int, n_total: int) -> None:
                 start = index_after(q["start-after"][0])
             else:
                 start = 0
-            body = render(start, n_total, int(q.get("max-keys", ["1000"])[0]))
+            max_keys = int(q.get("max-keys", ["1000"])[0])
+            body = pages.get(start) if max_keys == PAGE else None
+            if body is None:
+                body = render(start, n_total, max_keys)
             self.send_response(200)
             self.send_header("Content-Type", "application/xml")
             self.send_header("Content-Length", str(len(body)))
@@ -238,12 +248,17 @@ def main() -> None:
         metavar="PAIRS",
         help="only hpcstage: PAIRS runs with the direct page path on, then off (HPCSTAGE_DIRECT_LIST), alternating",
     )
+    ap.add_argument(
+        "--render-live",
+        action="store_true",
+        help="the server renders each page when asked (as before 2026-11-28) instead of before the run",
+    )
     args = ap.parse_args()
     port = free_port()
-    proc = multiprocessing.Process(target=serve, args=(port, args.keys), daemon=True)
+    proc = multiprocessing.Process(target=serve, args=(port, args.keys, not args.render_live), daemon=True)
     proc.start()
     endpoint = f"http://127.0.0.1:{port}"
-    for _ in range(100):
+    for _ in range(2400):  # up to two minutes: the pages are rendered first
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             break
