@@ -416,7 +416,6 @@ class Coordinator:
         self.results: list[WorkerResult | None] = [None] * n
         self.error: BaseException | None = None
         self.finished: set[int] = set()
-        self.dismissed: set[int] = set()  # processes the run ended without (``idle``)
         self.done_sent = False
         self.stop_sent = False
 
@@ -636,8 +635,7 @@ def _coordinate(coord: Coordinator, conns: dict[int, Connection], children: dict
         for i in coord.idle():
             if i in children:  # a process given no range: ended now instead of waited for
                 children[i].terminate()
-                coord.dismissed.add(i)
-                coord.finished.add(i)
+                coord.finished.add(i)  # with no result: the summary gives it nothing
         coord.show()
 
 
