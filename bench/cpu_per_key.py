@@ -151,7 +151,9 @@ def run_hpcstage(endpoint: str, n: int) -> dict[str, float]:
 
 
 def run_breakdown(endpoint: str, n: int) -> dict[str, float]:
-    """Where the listing's CPU goes: process time spent inside each stage, in CPU-s per million keys.
+    """Where the listing's CPU goes: the CPU time of the thread inside each stage, in CPU-s per million keys
+    (the listing fetches its next page in another thread; until 2026-11-28 this counted process time, which
+    charged a stage with what that thread did meanwhile).
 
     The stages are wrapped for this listing only (the wrappers cost a little of their own); "request
     path" is list_page less the parser: botocore's request and response handling. The parser decodes the
@@ -170,11 +172,11 @@ def run_breakdown(endpoint: str, n: int) -> dict[str, float]:
         original = getattr(owner, name)
 
         def timed(*args: Any, **kw: Any) -> Any:
-            t = time.process_time()
+            t = time.thread_time()
             try:
                 return original(*args, **kw)
             finally:
-                spent[label] += time.process_time() - t
+                spent[label] += time.thread_time() - t
 
         restore.append((owner, name, original))
         setattr(owner, name, timed)
