@@ -1,7 +1,7 @@
 """CPU seconds per million keys for list + parse + Parquet, with server cost excluded.
 
-A separate process serves canned ListObjectsV2 pages (XML rendered from a key index, so the
-server holds no per-object state); the measuring process lists them (1) with hpcstage's
+A separate process serves canned ListObjectsV2 pages (XML rendered from a key index, every page of the
+listing before the run: ``serve``); the measuring process lists them (1) with hpcstage's
 list_range (parse, decode, statistics, Parquet parts) and (2) with a plain boto3 paginator that
 only iterates the keys; (3) the request path alone, on 1-key pages (the floor no parsing change can
 lower). CPU time is the client process's (user + system, os.times), so the server's work is not counted.
@@ -9,6 +9,7 @@ lower). CPU time is the client process's (user + system, os.times), so the serve
     python -m bench.cpu_per_key --keys 1000000
     python -m bench.cpu_per_key --keys 200000 --breakdown   # CPU per stage of hpcstage's listing
     python -m bench.cpu_per_key --alternate-direct 4        # hpcstage with the direct page path on / off
+    python -m bench.cpu_per_key --keys 300000 --render-live # pages rendered as they are asked (before 2026-11-28)
 """
 
 from __future__ import annotations
