@@ -179,8 +179,7 @@ def test_direct_requests_are_the_requests_botocore_signs(
         answers = listed(client, bucket)
         seen[direct] = (answers, list(recorder.requests))
         if direct:
-            template = client.meta.hpcstage_direct.template(bucket)
-            routes[case] = client.meta.hpcstage_direct.route(template)
+            routes[case] = client.meta.hpcstage_direct.template(bucket).route
     plain, fast = seen[False][1], seen[True][1]
     assert len(plain) == len(fast) == len(calls())
     # botocore sent the first page (the template); every other page went direct (no SDK telemetry headers)
@@ -218,7 +217,7 @@ def test_a_failed_direct_attempt_is_counted_and_the_page_asked_again_through_bot
     counter = RequestCounter()
     list_page(client, "bkt", "", counter=counter)  # the template
     direct = client.meta.hpcstage_direct
-    assert direct.route(direct.template("bkt")) is not None  # the attempt goes straight to the pool
+    assert direct.template("bkt").route is not None  # the attempt goes straight to the pool
     recorder.script = [fault]
     resp = list_page(client, "bkt", "", start_after="a", counter=counter)
     assert list(page_objects(resp)[0]) == ["a b=", "€/x"]

@@ -120,6 +120,20 @@ def enabled_by_environment() -> bool:
 
 
 @dataclass(frozen=True)
+class Route:
+    """Where a template's pages go in botocore's connection pools: its scheme, host and port, and the request
+    target (path and query) of a URL as the part of it after ``origin``."""
+
+    scheme: str
+    host: str
+    port: int
+    origin: str  # "scheme://netloc", which the request target follows in every URL of the template
+
+
+_NO_RETRY = Retry(False)
+
+
+@dataclass(frozen=True)
 class Template:
     """What botocore built for one bucket's page, less the query string."""
 
@@ -127,6 +141,7 @@ class Template:
     headers: tuple[tuple[str, str], ...]
     auth_path: str | None
     context: dict[str, Any]
+    route: Route | None = None  # set when kept (DirectLister.route); None: botocore's session sends the pages
 
 
 def template_from(request_dict: dict[str, Any], context: dict[str, Any]) -> Template | None:
@@ -168,20 +183,6 @@ def direct_request(template: Template, params: dict[str, Any]) -> AWSRequest:
     return request
 
 
-@dataclass(frozen=True)
-class Route:
-    """Where a template's pages go in botocore's connection pools: its scheme, host and port, and the request
-    target (path and query) of a URL as the part of it after ``origin``."""
-
-    scheme: str
-    host: str
-    port: int
-    origin: str  # "scheme://netloc", which the request target follows in every URL of the template
-
-
-_NO_RETRY = Retry(False)
-
-
 class Answer:
     """What one direct attempt came to: ``parsed`` (a botocore-shaped answer) or None, and whether it was a
     503 SlowDown (the request-rate signal) and whether a retry should wait (5xx, resets, timeouts)."""
@@ -205,7 +206,6 @@ class DirectLister:
     def __init__(self, client: Any, parse_body: Any) -> None:
         self._parse_body = parse_body
         self._templates: dict[str, Template] = {}
-        self._routes: dict[str, Route | None] = {}
         self._lock = threading.Lock()
         model = client.meta.service_model
         self._output_shape = model.operation_model(OPERATION).output_shape
@@ -261,6 +261,7 @@ class DirectLister:
                 found = replace(
                     found, headers=tuple((k, text if k == "User-Agent" else v) for k, v in found.headers)
                 )
+            found = replace(found, route=self.route(found))
             with self._lock:
                 self._templates[bucket] = found
 
@@ -268,12 +269,7 @@ class DirectLister:
     def route(self, template: Template) -> Route | None:
         """The template's route to the pool botocore's session would send its pages on, or None when
         botocore's own ``send`` must take them (a proxy, a per-request timeout, a URL whose request target is
-        not simply what follows its origin)."""
-        try:
-            return self._routes[template.base]
-        except KeyError:
-            pass
-        route = None
+        not simply what follows its origin). Computed once per template, when it is kept."""
         http = self._http
         parts = urlsplit(template.base)
         origin = f"{parts.scheme}://{parts.netloc}"
@@ -287,10 +283,8 @@ class DirectLister:
             and http._path_url(probe) == probe[len(origin) :]  # noqa: SLF001
         ):
             port = parts.port or (443 if parts.scheme == "https" else 80)
-            route = Route(scheme=parts.scheme, host=parts.hostname, port=port, origin=origin)
-        with self._lock:
-            self._routes[template.base] = route
-        return route
+            return Route(scheme=parts.scheme, host=parts.hostname, port=port, origin=origin)
+        return None
 
     def _send_on(self, route: Route, request: Any) -> tuple[int, Any, bytes]:
         """``request`` sent as botocore's session sends it (its pool manager, TLS settings and timeouts, no
@@ -325,7 +319,7 @@ class DirectLister:
             if isinstance(value, str):
                 request.headers[key] = value.encode("utf-8")
         prepared = request.prepare()
-        route = self.route(template)
+        route = template.route
         if route is None:
             try:
                 response = self._send(prepared)
