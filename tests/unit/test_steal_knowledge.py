@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fakes import FakeS3
 from hpcstage.inventory.model import DirKnowledge, KeyRange
-from hpcstage.inventory.steal import MAX_KNOWN_DIRS, SINGLE_CHILD_PROOF, Cursor, SplitPolicy
+from hpcstage.inventory.steal import MAX_KNOWN_DIRS, SINGLE_CHILD_PROOF, TEMPLATE_PROOF, Cursor, SplitPolicy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -101,11 +101,15 @@ def test_a_piece_knows_the_levels_its_donor_asked_about_that_hold_it() -> None:
     # the levels that hold each piece's start; their fan-outs; the directories strictly inside it
     # and, for each parent of a level asked from its start, that its subdirectories do not all hold one
     # directory each (events/ holds 3 years, a year 12 months)
+    # and the names each depth's directory asked from its start held, once (steal.TEMPLATE_PROOF)
+    months = tuple(f"month={m:02d}/" for m in range(1, 13))
+    children = ((1, ("year=2022/", "year=2023/", "year=2024/"), 1), (2, months, 1))
     year = DirKnowledge(
         levels=("", "events/", "events/year=2022/"),
         fanout=(("events/", 3), ("events/year=2022/", 12)),
         dirs=(),
         single=(("", -1), ("events/", -1)),
+        children=children,
     )
     assert given_[0].known == year
     assert given_[1].known == dataclasses.replace(year, dirs=("events/year=2022/month=04/",))
@@ -114,6 +118,7 @@ def test_a_piece_knows_the_levels_its_donor_asked_about_that_hold_it() -> None:
         fanout=(("events/", 3),),
         dirs=("events/year=2024/",),
         single=(("", -1), ("events/", -1)),
+        children=children,
     )
     # the thief of (month=02/, month=03/] starts as if it had asked those levels: after its first page only
     # the month it is in is new to it (asked from its start, for its fan-out); without them it would first
@@ -245,6 +250,7 @@ def test_knowledge_round_trips_through_its_encoding_and_pickling(
         dirs=tuple(sorted({start_after + d + "/" for d in dirs})),
         single=tuple(zip(("", *levels), (-1, *counts), strict=False)),
         sizes=tuple(zip(levels, reversed(counts), strict=False)),
+        children=((1, tuple(sorted({d + "/" for d in dirs})), len(counts)), (3, (), -1)),
     )
     text = known.encode(start_after)
     assert DirKnowledge.decode(text, start_after) == known
@@ -382,9 +388,9 @@ def test_the_pattern_travels_with_a_piece_and_the_listing_is_the_same(
     s3 = FakeS3(keys)
     listed, dirs, pieces = list_all(s3, [KeyRange(id="r0")], carry=True)
     assert sorted(listed) == keys and len(listed) == len(keys)
-    monkeypatch.setattr(
-        steal, "SINGLE_CHILD_PROOF", 10**9
-    )  # never a pattern: every tenant crossed from is asked
+    # never a pattern (neither one child nor the same names): every tenant crossed from is asked
+    monkeypatch.setattr(steal, "SINGLE_CHILD_PROOF", 10**9)
+    monkeypatch.setattr(steal, "TEMPLATE_PROOF", 10**9)
     asked_listed, asked_dirs, asked_pieces = list_all(s3, [KeyRange(id="r0")], carry=True)
     assert sorted(asked_listed) == keys and len(asked_listed) == len(keys)
     # the seed and its first three pieces ask the top level and their own tenant (r0 learns one tenant, each
@@ -549,3 +555,100 @@ def test_a_large_directorys_siblings_are_sized_by_the_keys_listed_per_sibling() 
     assert left / 1.5 <= tree[0] <= 1.5 * left
     est = cur.remaining_pages(100)
     assert est is not None and left / 150 <= est <= 1.5 * left / 100
+
+
+def hourly_keys(extra_hour_on: int | None = None) -> list[str]:
+    """logs/day=DD/hour=HH/<hex>.json: 40 days of 24 hours of 3-8 keys; ``extra_hour_on``: that day also holds
+    hour=24/."""
+    rng = random.Random(9)
+    keys = []
+    for d in range(40):
+        hours = range(25 if d == extra_hour_on else 24)
+        keys += [
+            f"logs/day={d:02d}/hour={h:02d}/{rng.getrandbits(32):08x}.json"
+            for h in hours
+            for _ in range(rng.randint(3, 8))
+        ]
+    return sorted(set(keys))
+
+
+def test_directories_whose_subdirectories_have_the_same_names_are_asked_twice_then_taken_as_the_template() -> (
+    None
+):
+    """Every day=DD/ holds hour=00/ ... hour=23/: the first TEMPLATE_PROOF days a remainder crossed from are
+    asked from their start, each naming the same 24 hours; after that no day is asked, the template names
+    the hours of the day pos is in (its cut points and fan-out), and the remainder is estimated from the tree."""
+    keys = hourly_keys()
+    cur, asked = walk_asking(keys)
+    hours = tuple(f"hour={h:02d}/" for h in range(24))
+    assert TEMPLATE_PROOF == 2 and cur.children[2] == (hours, 2)
+    assert asked == ["", "logs/", keys[99][:12], keys[199][:12]]  # the days of pos after pages 1 and 2
+    # a day the listing enters later is known from the template, as if asked from its start
+    mid = Cursor(KeyRange(id="m"))
+    mid.children = {2: (hours, 2)}
+    mid.explored = {"", "logs/"}
+    i = bisect.bisect_left(keys, "logs/day=30/")
+    mid.take(keys[i : i + 20], True, "t")
+    day = "logs/day=30/"
+    assert mid.explore(4, SplitPolicy(min_split_pages=1, page_keys=100)) is None
+    assert day in mid.templated and mid.fanout[day] == 24
+    assert [d for d in mid.dir_cuts if d.startswith(day)] == [
+        day + h for h in hours if day + h > (mid.pos or "")
+    ]
+    assert mid.remaining_pages(100) is not None
+    # pieces carry the template; every key is listed once, with fewer directory requests than without it
+    s3 = FakeS3(keys)
+    listed, dirs, _ = list_all(s3, [KeyRange(id="r0")], carry=True)
+    assert sorted(listed) == keys and len(listed) == len(keys)
+
+
+def test_a_template_is_refuted_by_a_key_in_a_subdirectory_it_does_not_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Day 25 also holds hour=24/: the cursor listing it took the day's hours from the template; the first
+    page with a key in hour=24/ refutes the template for that depth (-1), the day is forgotten as asked and
+    asked from its start at the next split; the listing is exact with and without templates."""
+    keys = hourly_keys(extra_hour_on=25)
+    hours = tuple(f"hour={h:02d}/" for h in range(24))
+    day = "logs/day=25/"
+    cur = Cursor(KeyRange(id="m", start_after="logs/day=25/"))
+    cur.children = {2: (hours, 2)}
+    cur.explored = {"", "logs/"}
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=1, page_keys=20)
+    resp = s3.list_objects_v2(Bucket="bkt", **cur.request(20))
+    cur.take([o["Key"] for o in resp["Contents"]], True, resp.get("NextContinuationToken"))
+    assert cur.explore(4, policy) is None and day in cur.templated
+    while cur.pos is not None and not cur.pos.startswith(day + "hour=24/"):
+        resp = s3.list_objects_v2(Bucket="bkt", **cur.request(20))
+        cur.take([o["Key"] for o in resp["Contents"]], True, resp.get("NextContinuationToken"))
+    assert cur.children[2] == ((), -1) and day not in cur.templated and day not in cur.explored
+    q = cur.explore(4, policy)
+    assert q is not None and q["Prefix"] == day and q["StartAfter"] == day
+    listed, _, _ = list_all(s3, [KeyRange(id="r0")], carry=True)
+    import hpcstage.inventory.steal as steal
+
+    monkeypatch.setattr(steal, "TEMPLATE_PROOF", 10**9)
+    bare, _, _ = list_all(s3, [KeyRange(id="r0")], carry=True)
+    assert sorted(listed) == sorted(bare) == keys and len(listed) == len(bare) == len(keys)
+
+
+def test_a_templated_directory_that_outgrows_its_siblings_is_asked_about(one_child_only: None) -> None:
+    """A day the template named is asked from its start once the keys listed in it reach twice the keys per
+    day its siblings held (``Cursor._outgrew``): a large directory is worth its own answer. (The rule that a
+    small directory is not asked about at all, steal.SMALL_DIR_KEYS, is off here.)"""
+    keys = hourly_keys()
+    hours = tuple(f"hour={h:02d}/" for h in range(24))
+    day = "logs/day=30/"
+    cur = Cursor(KeyRange(id="m", start_after=day))
+    cur.children = {2: (hours, 2)}
+    cur.explored = {"", "logs/"}
+    cur.carried_mean = {"logs/": 60.0}
+    i = bisect.bisect_left(keys, day)
+    policy = SplitPolicy(min_split_pages=1, page_keys=20)
+    cur.take(keys[i : i + 20], True, "t")
+    assert cur.explore(4, policy) is None and day in cur.templated
+    cur.take(keys[i + 20 : i + 120], True, "t")
+    assert (cur._listed_in(day) or 0) >= 120
+    q = cur.explore(4, policy)
+    assert q is not None and q["Prefix"] == day and day not in cur.templated

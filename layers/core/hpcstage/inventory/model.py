@@ -22,7 +22,10 @@ class DirKnowledge:
       their start held exactly one directory each, or -1 when one held another number
       (``steal.SINGLE_CHILD_PROOF``);
     - ``sizes``: (parent, keys) for parents (prefixes of ``start_after``) whose subdirectories the donor
-      listed held about that many keys each (``steal.Cursor._sibling_mean``).
+      listed held about that many keys each (``steal.Cursor._sibling_mean``);
+    - ``children``: (depth, names, n) for depths below the run's prefix n of whose directories asked from
+      their start held exactly the subdirectories ``names`` (relative), or ((), -1) once one held others
+      (``steal.TEMPLATE_PROOF``): a pattern of the key space, true wherever it was not refuted.
     """
 
     levels: tuple[str, ...] = ()
@@ -30,6 +33,7 @@ class DirKnowledge:
     dirs: tuple[str, ...] = ()
     single: tuple[tuple[str, int], ...] = ()
     sizes: tuple[tuple[str, int], ...] = ()
+    children: tuple[tuple[int, tuple[str, ...], int], ...] = ()
 
     def encode(self, start_after: str) -> str:
         """A compact JSON string: levels and fan-outs as lengths of prefixes of ``start_after`` (they are
@@ -50,6 +54,8 @@ class DirKnowledge:
             out["s"] = [[len(parent), n] for parent, n in self.single]
         if self.sizes:
             out["z"] = [[len(parent), n] for parent, n in self.sizes]
+        if self.children:
+            out["c"] = [[depth, list(names), n] for depth, names, n in self.children]
         for level in (
             *self.levels,
             *(level for level, _ in self.fanout),
@@ -76,6 +82,7 @@ class DirKnowledge:
             dirs=tuple(dirs),
             single=tuple((start_after[: int(n)], int(c)) for n, c in d.get("s", [])),
             sizes=tuple((start_after[: int(n)], int(c)) for n, c in d.get("z", [])),
+            children=tuple((int(depth), tuple(names), int(n)) for depth, names, n in d.get("c", [])),
         )
 
 
