@@ -114,17 +114,18 @@ MAX_KNOWN_DIRS = 64
 # were such confirmations, one per tenant a remainder crossed.
 SINGLE_CHILD_PROOF = 2
 
-# Directories of one depth often hold subdirectories of the same names: Hive-style partitions (every
-# "day=DD/" holds "hour=00/" ... "hour=23/"), a project's "processed/" and "raw/". Once TEMPLATE_PROOF
-# directories of a depth (below the run's prefix) were asked from their start and named exactly the same
-# subdirectories, the others of that depth are taken to hold those and are not asked (``Cursor.children``):
-# their names are the cut points and their count the fan-out, as if S3 had answered. The keys listed check
-# the guess: a key in a subdirectory the template does not name refutes it for that depth, whose directories
-# are asked again. A name the template gives that a directory lacks can only misplace a cut (balance: a piece
-# that finds it empty costs a request), never coverage: cuts are bounds, not claims that keys exist. A
-# template holds at most MAX_TEMPLATE_NAMES names (a wider level is a list of its own, not a pattern).
-# Simulator, 25M logs-hourly (every day's hours asked from their start to size the day): 1,747 of the run's
-# 1,853 directory requests were such answers, each naming the same 24 hours.
+# Directories of one depth often hold subdirectories of the same names: Hive-style partitions (every "day=DD/"
+# holds "hour=00/" ... "hour=23/"), a project's "processed/" and "raw/". Once TEMPLATE_PROOF directories of a
+# depth (below the run's prefix) were asked from their start and named exactly the same two or more
+# subdirectories (one name alone is the one-child rule above), the others of that depth are taken to hold those
+# and are not asked (``Cursor.children``): their names are the cut points and their count the fan-out, as if S3
+# had answered. The keys listed check the guess: a key of a page's sample in a subdirectory the template does
+# not name refutes it for that depth, whose directories are asked again; and a directory that has shown twice
+# the keys of its siblings is asked anyway (``Cursor._outgrew``). A name the template gives that a directory
+# lacks can only misplace a cut (balance: a piece that finds it empty costs a request), never coverage: cuts are
+# bounds, not claims that keys exist. A template holds at most MAX_TEMPLATE_NAMES names (a wider level is a list
+# of its own, not a pattern). Simulator, 25M logs-hourly (every day's hours asked from their start to size the
+# day): 1,747 of the run's 1,853 directory requests were such answers, each naming the same 24 hours.
 TEMPLATE_PROOF = 2
 MAX_TEMPLATE_NAMES = 64
 
@@ -677,7 +678,8 @@ class Cursor:
     def _level_known(self, level: str, i: int) -> bool:
         """Whether the ``i``-th level a remainder spans (``_needed_levels``) needs no Delimiter request: it
         was asked, or, below the shallowest (which alone names the cut points past pos's path), it is taken
-        to hold one subdirectory (``_single_child``) or to be too small to cut inside (``_small_child``)."""
+        to hold one subdirectory (``_single_child``) or to be too small to cut inside (``_small_child``), or
+        its subdirectories are those of the template of its depth (``_from_template``, which learns them)."""
         if level in self.templated and self._outgrew(level):
             self._unlearn(level)  # larger than its siblings now: asked, as the template may not fit it
         return (
@@ -708,9 +710,9 @@ class Cursor:
         return True
 
     def _refute_template(self, keys: Sequence[str]) -> None:
-        """A key listed in a subdirectory of a templated level that its template does not name refutes the
-        template for that depth: its levels are forgotten (asked again when needed), the names it gave stay
-        as cut points (a cut need not be a directory)."""
+        """A key listed (of a page's sample) in a subdirectory of a templated level that its template does
+        not name refutes the template for that depth: its levels are forgotten (asked again when needed),
+        the names it gave stay as cut points (a cut need not be a directory)."""
         for level in sorted(self.templated):
             names = self.children.get(self._depth(level), ((), -1))[0]
             for k in keys:
