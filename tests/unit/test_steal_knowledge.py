@@ -658,3 +658,30 @@ def test_a_templated_directory_that_outgrows_its_siblings_is_asked_about(one_chi
     assert (cur._listed_in(day) or 0) >= 120
     q = cur.explore(4, policy)
     assert q is not None and q["Prefix"] == day and day not in cur.templated
+
+
+def test_the_space_past_a_directory_taken_to_hold_one_subdirectory_goes_with_the_last_piece(
+    one_child_only: None,
+) -> None:
+    """Tenants each hold files/ alone and the run has proved it (SINGLE_CHILD_PROOF); the top level was
+    answered in full: a stream in the last tenant cuts that tenant's files/ and gives no piece of its own to
+    the space past files/, which holds no key (before, that piece cost its thief a request to find it
+    empty)."""
+    rng = random.Random(3)
+    keys = sorted({f"t{t}/files/{rng.getrandbits(32):08x}" for t in range(3) for _ in range(1000)})
+    s3 = FakeS3(keys)
+    cur = Cursor(KeyRange(id="r", start_after="t1/files/g"))
+    cur.single = {"": SINGLE_CHILD_PROOF}
+    cur.explored = {""}
+    resp = s3.list_objects_v2(Bucket="bkt", **cur.request(100))
+    cur.take([o["Key"] for o in resp["Contents"]], resp["IsTruncated"], resp.get("NextContinuationToken"))
+    ids = (f"p{i}" for i in itertools.count()).__next__
+    policy = SplitPolicy(min_split_pages=1, page_keys=100)
+    assert cur.explore(4, policy) is None  # t2/ is taken to hold files/ only: nothing to ask
+    pieces = cur.split(4, policy, ids)
+    assert cur.cut_path == "leaf" and len(pieces) >= 2
+    assert pieces[-1].end is None and all(p.start_after.startswith("t2/files/") for p in pieces)
+    # the donor keeps the first part; the pieces tile the rest of t2/files/ and each holds keys
+    assert cur.range.end == pieces[0].start_after
+    assert all(a.end == b.start_after for a, b in itertools.pairwise(pieces))
+    assert all(any(p.contains(k) for k in keys) for p in pieces)
