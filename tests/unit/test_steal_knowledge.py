@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 from fakes import FakeS3
 from hpcstage.inventory.model import DirKnowledge, KeyRange
-from hpcstage.inventory.steal import MAX_KNOWN_DIRS, SINGLE_CHILD_PROOF, TEMPLATE_PROOF, Cursor, SplitPolicy
+from hpcstage.inventory.steal import (
+    MAX_KNOWN_DIRS,
+    SINGLE_CHILD_PROOF,
+    SMALL_DIR_KEYS,
+    TEMPLATE_PROOF,
+    Cursor,
+    SplitPolicy,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -518,40 +525,47 @@ def test_a_cursor_notes_where_each_directory_on_its_path_began() -> None:
 
 
 def users_keys() -> list[str]:
-    """home/u<NNN>/proj_<k>/<hex>.dat: 120 users of two projects of 10 keys each, but the 61st (u060), whose
-    projects hold 2,000 keys each."""
+    """home/u<NNN>/proj_<k>/<hex>.dat: 260 users of two projects of 10 keys each, but the 201st (u200), whose
+    projects hold 2,500 keys each."""
     rng = random.Random(3)
     keys = []
-    for u in range(120):
-        n = 2000 if u == 60 else 10
+    for u in range(260):
+        n = 2500 if u == 200 else 10
         keys += [f"home/u{u:03d}/proj_{p}/{rng.getrandbits(32):08x}.dat" for p in range(2) for _ in range(n)]
     return sorted(set(keys))
 
 
 def test_a_large_directorys_siblings_are_sized_by_the_keys_listed_per_sibling() -> None:
     """A cursor deep in the one large user sizes the 59 users after it by the keys it listed per user (about
-    20), not like the user it is in (4,000): the remainder is estimated within a factor 1.5 of its keys, where
-    sizing them like u060 made it 279 times too large. The levels asked from their start count the users
-    entered after them, so the small users between are not asked about either."""
+    20), not like the user it is in (5,000): the remainder is estimated within a factor 1.5 of its keys, where
+    sizing them like u200 made it hundreds of times too large. The levels asked from their start count the
+    users entered after them, so the small users between are not asked about either; u200 is asked about once
+    its listing showed SMALL_DIR_KEYS keys of it."""
     keys = users_keys()
     s3 = FakeS3(keys)
     cur = Cursor(KeyRange(id="r"))
     policy = SplitPolicy(min_split_pages=1, page_keys=100)
     asked: list[str] = []
-    while (cur._listed_in("home/u060/") or 0) < 500:
+    shown: int | None = None
+    while shown is None:
         resp = s3.list_objects_v2(Bucket="bkt", **cur.request(100))
         cur.take([o["Key"] for o in resp["Contents"]], resp["IsTruncated"], resp.get("NextContinuationToken"))
         while (q := cur.explore(4, policy)) is not None:
             asked.append(q.get("Prefix", ""))
+            if q.get("Prefix") == "home/u200/":
+                shown = cur._listed_in("home/u200/")
             answer = s3.list_objects_v2(Bucket="bkt", **q)
             cur.take_dirs(q, [p["Prefix"] for p in answer.get("CommonPrefixes", [])], answer["IsTruncated"])
-    assert asked == ["", "home/", "home/u004/", "home/u060/"]
-    assert cur.pos is not None and cur.pos.startswith("home/u060/proj_0/")
+    assert asked == ["", "home/", "home/u004/", "home/u200/"]
+    # not at twice the keys per user (about 40), as before: a directory among small ones is cut only once it
+    # has shown a few pages (SMALL_DIR_KEYS)
+    assert SMALL_DIR_KEYS == 4000 and shown is not None and 4000 <= shown < 4100
+    assert cur.pos is not None and cur.pos.startswith("home/u200/proj_1/")
     mean = cur._sibling_mean("home/")
-    assert mean is not None and 15 <= mean <= 30
+    assert mean is not None and 35 <= mean <= 50  # (200 users x 20 keys + about 4,000 of u200) / 201
     left = len(keys) - bisect.bisect_right(keys, cur.pos)
     tree = cur._tree_estimate()
-    assert tree is not None and len(tree[2]) == 60  # u060's proj_1 and the 59 users after u060
+    assert tree is not None and len(tree[2]) == 59  # the users after u200
     assert left / 1.5 <= tree[0] <= 1.5 * left
     est = cur.remaining_pages(100)
     assert est is not None and left / 150 <= est <= 1.5 * left / 100

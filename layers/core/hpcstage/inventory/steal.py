@@ -134,10 +134,12 @@ MAX_TEMPLATE_NAMES = 64
 # what was listed of them instead: the keys listed per sibling entered (``Cursor._sibling_mean``, from at
 # least SIBLINGS_SEEN of them, or the donor's figure carried with the piece: ``DirKnowledge.sizes``). It is
 # taken as small while what it has shown of itself (the keys listed in it, the size of pos's own directory in
-# it) is less than twice their mean and than SMALL_DIR_KEYS; past that it is asked as before. A large
-# directory among small ones (a user of Zipf sizes) thus stays uncut for at most SMALL_DIR_KEYS keys of its
-# listing, a few pages, and the rule applies where a request per directory costs most: where directories
-# hold a few pages or less. Simulator, 100M hashed-prefix (65,536 "<4 hex>/" tops of about 1,500 keys, 1-5
+# it) is less than SMALL_DIR_KEYS; past that it is asked as before. A large directory among small ones (a
+# user of Zipf sizes) thus stays uncut for at most SMALL_DIR_KEYS keys of its listing, a few pages, and the
+# rule applies where a request per directory costs most: where directories hold a few pages or less. (Until
+# 2026-11-28 the bound was also twice the siblings' mean: of 50,000 users of Zipf sizes, 500 keys on the
+# mean, every user past 1,000 keys was asked about, most of them too small for a piece of the split floor
+# anyway; simulator, 25M users 1,690 -> 1,022 directory requests, 13.74 -> 11.12 % LIST overhead.) Simulator, 100M hashed-prefix (65,536 "<4 hex>/" tops of about 1,500 keys, 1-5
 # days each): 29,980 of the run's 30,685 directory requests asked a top a stream had just entered, to size
 # the tops after it. (Tried and not kept: a bound of 16,000 keys, twice the default split floor, without the
 # look at pos's own directory: a deep-tree run of about 148,000 keys after runs of 8,000 on average was taken
@@ -512,14 +514,15 @@ class Cursor:
     def _small_child(self, level: str) -> bool:
         """Whether ``level``, a directory on pos's path, is taken to be too small to be cut inside (see
         SMALL_DIR_KEYS): its siblings listed were, and what it has shown of itself -- the keys listed in it, the
-        size of pos's own directory in it -- is less than twice what they held."""
+        size of pos's own directory in it -- is less than SMALL_DIR_KEYS."""
         mean = self._sibling_mean(_parent(level))
         if mean is None or mean >= SMALL_DIR_KEYS:
             return False
         listed = self._listed_in(level)
         leaf = self._leaf_size(self._levels()[-1])
-        bound = min(SMALL_DIR_KEYS, 2 * mean)
-        return listed is not None and leaf is not None and listed < bound and leaf[1] < bound
+        return (
+            listed is not None and leaf is not None and listed < SMALL_DIR_KEYS and leaf[1] < SMALL_DIR_KEYS
+        )
 
     def remaining_pages(self, page_keys: int = 1000) -> float | None:
         """Estimated pages left in (pos, end]; None when unknown (nothing read yet, or an open range whose
