@@ -15,6 +15,7 @@ import pytest
 from fakes import FakeS3
 from hpcstage.inventory.model import DirKnowledge, KeyRange
 from hpcstage.inventory.steal import (
+    MAX_KNOWN_BYTES,
     MAX_KNOWN_DIRS,
     SINGLE_CHILD_PROOF,
     SMALL_DIR_KEYS,
@@ -231,8 +232,23 @@ def test_a_truncated_answer_is_carried_only_where_it_covers_the_piece() -> None:
     inside = cur.knowledge(tenants[100], tenants[140])
     assert inside == DirKnowledge(levels=("",), fanout=(), dirs=tuple(tenants[101:140]))
     assert cur.knowledge(tenants[1000], tenants[1040]) is None  # the level is not known up to its end
-    assert cur.knowledge(tenants[100], tenants[100 + MAX_KNOWN_DIRS + 2]) is None  # too many to carry
-    assert len(cur.knowledge(tenants[100], tenants[100 + MAX_KNOWN_DIRS + 1]).dirs) == MAX_KNOWN_DIRS  # type: ignore[union-attr]
+    assert len(cur.knowledge(tenants[100], tenants[1000]).dirs) == 899  # type: ignore[union-attr]
+
+
+def test_a_piece_carries_at_most_max_known_dirs_names_of_at_most_max_known_bytes() -> None:
+    """Directory names known inside a piece travel up to MAX_KNOWN_DIRS of them and MAX_KNOWN_BYTES in all
+    (a DynamoDB item holds at most 400 KB, names up to 1,024 bytes); past either bound the piece carries no
+    names and no level (its thief asks itself)."""
+    assert (MAX_KNOWN_DIRS, MAX_KNOWN_BYTES) == (1000, 16 * 1024)
+    for width, fits in ((8, MAX_KNOWN_DIRS), (199, MAX_KNOWN_BYTES // 200)):
+        names = sorted(f"{i:0{width}d}/" for i in range(1100))  # each name width + 1 bytes
+        cur = Cursor(KeyRange(id="r"))
+        cur.take([names[0] + "f"], True, "t")
+        cur.take_dirs({"Delimiter": "/", "MaxKeys": 1000, "StartAfter": cur.pos}, names[1:], False)
+        carried = cur.knowledge(names[0] + "f", names[fits + 1])
+        assert carried is not None and carried.levels == ("",) and len(carried.dirs) == fits
+        too_many = cur.knowledge(names[0] + "f", names[fits + 2])
+        assert too_many is None or (too_many.levels, too_many.dirs) == ((), ())
 
 
 hostile = st.text(
@@ -400,10 +416,12 @@ def test_the_pattern_travels_with_a_piece_and_the_listing_is_the_same(
     monkeypatch.setattr(steal, "TEMPLATE_PROOF", 10**9)
     asked_listed, asked_dirs, asked_pieces = list_all(s3, [KeyRange(id="r0")], carry=True)
     assert sorted(asked_listed) == keys and len(asked_listed) == len(keys)
-    # the seed and its first three pieces ask the top level and their own tenant (r0 learns one tenant, each
-    # piece inherits that count and learns a second); their pieces inherit the pattern and ask nothing; the
-    # four further tenant requests of the listing without the pattern are the difference
-    assert (dirs, asked_dirs) == (8, 12)
+    # the seed asks the top level and its own tenant; its first three pieces carry the top level's names
+    # (under MAX_KNOWN_DIRS: with 64, pieces of about 75 tenants carried none and asked the top level again,
+    # 8 and 12) and ask their own tenant (r0 learns one tenant, each piece inherits that count and learns a
+    # second); their pieces inherit the pattern and ask nothing; the four further tenant requests of the
+    # listing without the pattern are the difference
+    assert (dirs, asked_dirs) == (5, 9)
     # one piece apart: the answers size one remainder differently (before a remainder had to use up its
     # estimate to be halved by count, steal.BISECT_DIRS, both listings made 27)
     assert (pieces, asked_pieces) == (21, 20)
@@ -465,9 +483,10 @@ def test_the_size_of_small_directories_travels_with_a_piece_and_the_listing_is_t
     listed, dirs, _ = list_all(s3, [KeyRange(id="r0")], carry=True)
     bare, bare_dirs, _ = list_all(s3, [KeyRange(id="r0")], carry=False)
     assert sorted(listed) == sorted(bare) == keys and len(listed) == len(bare) == len(keys)
-    # the seed asks the top level and its top; of its four pieces, three ask about the top they start in
-    # (their donor had listed no top whole when it split after its first page), the rest nothing
-    assert (dirs, bare_dirs) == (5, 14)
+    # the seed asks the top level and its top; its pieces carry the tops inside them and their size, and ask
+    # nothing (with MAX_KNOWN_DIRS 64, three of the four held more tops and asked about the top they start
+    # in: 5)
+    assert (dirs, bare_dirs) == (2, 14)
     donor = Cursor(KeyRange(id="d"))
     for i in range(0, 300, 100):
         donor.take(keys[i : i + 100], True, "t")
@@ -495,11 +514,15 @@ def test_the_size_of_small_directories_travels_with_a_piece_and_the_listing_is_t
         return out
 
     assert Cursor(pieces[0]).carried_mean == {"": round(mean)}
+    # the piece carries the tops inside it (the top level answered): its thief asks nothing
+    assert pieces[0].known is not None and pieces[0].known.levels == ("",)
+    assert asked_by(pieces[0]) == []
+    # without the names (a piece with more than MAX_KNOWN_DIRS) the thief asks the top level from its position,
+    # and without the size too, also the top it is in, from its start
+    unnamed = dataclasses.replace(pieces[0].known, levels=(), fanout=(), dirs=())
     top_level = {"Delimiter": "/", "MaxKeys": 1000, "StartAfter": keys[start + 99]}
-    assert asked_by(pieces[0]) == [top_level]
-    # without the size, the same thief also asks about the top it is in, from its start
-    assert pieces[0].known is not None
-    bare_piece = dataclasses.replace(pieces[0], known=dataclasses.replace(pieces[0].known, sizes=()))
+    assert asked_by(dataclasses.replace(pieces[0], known=unnamed)) == [top_level]
+    bare_piece = dataclasses.replace(pieces[0], known=dataclasses.replace(unnamed, sizes=()))
     top = keys[start + 99][:5]
     assert asked_by(bare_piece) == [
         top_level,

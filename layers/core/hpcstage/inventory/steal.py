@@ -99,11 +99,16 @@ def _class_values(c: tuple[int, int]) -> list[int]:
 MAX_EXPLORE = 3
 DIR_DELIMITER = "/"
 # A piece carries what its donor knew of the directories inside it (``Cursor.knowledge``), so its thief does
-# not ask S3 again: at most this many directory names. A donor cuts the directories it knows into at most
-# ``SplitPolicy.max_ways`` pieces, and S3 names at most 1,000 a request, so a piece rarely holds more; one that
-# does carries nothing and its thief asks itself (a sample would leave gaps, and a level whose directories are
-# not all known must not be taken as asked).
-MAX_KNOWN_DIRS = 64
+# not ask S3 again: at most MAX_KNOWN_DIRS directory names (S3 names at most 1,000 a request) of at most
+# MAX_KNOWN_BYTES in all (UTF-8: a fleet's open item holds them front-coded, a write unit per KB, and a
+# DynamoDB item at most 400 KB; names may be 1,024 bytes each). A piece with more carries none and its thief
+# asks itself (a sample would leave gaps, and a level whose directories are not all known must not be taken
+# as asked). Until 2026-11-28 the bound was 64 names: a donor cuts an answer's 1,000 into at most
+# ``SplitPolicy.max_ways`` (16) pieces, 63 each on the mean, so about half the pieces cut from a wide level
+# carried nothing (simulator, 25M users: 1,022 -> 735 directory requests, 11.12 -> 8.83 % LIST overhead;
+# hashed-prefix 565 -> 263, 5.34 -> 4.37 %; 100M users 6.67 -> 6.11 %; bench/RESULTS.md).
+MAX_KNOWN_DIRS = 1000
+MAX_KNOWN_BYTES = 16 * 1024
 
 # A directory level asked from its start tells its fan-out, and where it holds exactly one subdirectory
 # ("<tenant>/files/", "<user>/data/") its answer names nothing past pos: the request only confirms the
@@ -872,7 +877,8 @@ class Cursor:
         A level counts when its directories inside the piece are all known: it holds the piece's start (a
         level that does not lies wholly below the piece, as every level asked holds some earlier ``pos``), and
         its answer was not truncated before the piece's end. Its fan-out holds wherever it is used. The
-        directories are those named strictly inside the piece; more than ``MAX_KNOWN_DIRS`` carry nothing.
+        directories are those named strictly inside the piece; more than ``MAX_KNOWN_DIRS`` (or
+        ``MAX_KNOWN_BYTES``) carry nothing.
         The one-child counts and the keys per subdirectory (``_sibling_mean``, else the tree estimate's size
         where it was measured or multiplied by known fan-outs only) of the directories holding the piece's
         start travel in any case.
@@ -899,7 +905,7 @@ class Cursor:
         )
         i = bisect.bisect_right(self.dir_cuts, start_after)
         j = len(self.dir_cuts) if end is None else bisect.bisect_left(self.dir_cuts, end)
-        if not levels or j - i > MAX_KNOWN_DIRS:
+        if not levels or j - i > MAX_KNOWN_DIRS or _utf8_len(self.dir_cuts[i:j]) > MAX_KNOWN_BYTES:
             # no level whose directories inside the piece are all known: only the patterns travel
             if not (single or sizes or children):
                 return None
@@ -1150,6 +1156,11 @@ def dir_levels(key: str, prefix: str) -> list[str]:
         out.append(key[: j + 1])
         i = j + 1
     return out
+
+
+def _utf8_len(names: Sequence[str]) -> int:
+    """The UTF-8 bytes of ``names`` in all (``Cursor.knowledge``'s MAX_KNOWN_BYTES)."""
+    return sum(len(n.encode("utf-8", "surrogatepass")) for n in names)
 
 
 def _parent(level: str) -> str:
