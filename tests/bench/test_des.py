@@ -417,8 +417,8 @@ def test_stragglers_give_pieces_as_in_the_fleet_and_the_run_stays_exact() -> Non
     (the hunger items' ``held`` and ``ranges``), and a busy lister's largest stream gives a straggler's pieces
     beside the hunger's; on a shape of Zipf-sized tenants some reads of the hunger items find one, with the
     rule off none; both runs exact, and at the end the items hold nothing. (Users of Zipf sizes: on 200,000
-    keys of multi-tenant no read has found one since the pieces past a tenant's one subdirectory, sized like
-    the others and empty, went with the last piece.)"""
+    keys of multi-tenant no read has found one since the space past a tenant's one subdirectory goes with the
+    last piece; not traced further.)"""
     ks = make_any("users", 400_000)
     cfg = Config(mode="fleet", listers=10, per_lister=4, pace=True)
     sim = Sim(ks, cfg, seed=1)

@@ -144,11 +144,12 @@ MAX_TEMPLATE_NAMES = 64
 # rule applies where a request per directory costs most: where directories hold a few pages or less. (Until
 # 2026-11-28 the bound was also twice the siblings' mean: of 50,000 users of Zipf sizes, 500 keys on the
 # mean, every user past 1,000 keys was asked about, most of them too small for a piece of the split floor
-# anyway; simulator, 25M users 1,690 -> 1,022 directory requests, 13.74 -> 11.12 % LIST overhead.) Simulator, 100M hashed-prefix (65,536 "<4 hex>/" tops of about 1,500 keys, 1-5
-# days each): 29,980 of the run's 30,685 directory requests asked a top a stream had just entered, to size
-# the tops after it. (Tried and not kept: a bound of 16,000 keys, twice the default split floor, without the
-# look at pos's own directory: a deep-tree run of about 148,000 keys after runs of 8,000 on average was taken
-# as small and listed alone, 25M deep-tree 12.3 -> 19.7 s.)
+# anyway; simulator, 25M users 1,690 -> 1,022 directory requests, 13.74 -> 11.12 % LIST overhead.)
+# Simulator, 100M hashed-prefix (65,536 "<4 hex>/" tops of about 1,500 keys, 1-5 days each): 29,980 of the
+# run's 30,685 directory requests asked a top a stream had just entered, to size the tops after it. (Tried
+# and not kept: a bound of 16,000 keys, twice the default split floor, without the look at pos's own
+# directory: a deep-tree run of about 148,000 keys after runs of 8,000 on average was taken as small and
+# listed alone, 25M deep-tree 12.3 -> 19.7 s.)
 SMALL_DIR_KEYS = 4000
 SIBLINGS_SEEN = 2
 
@@ -1082,12 +1083,11 @@ class Cursor:
             # levels asked; when every level was asked and answered in full (each answer then named fewer
             # than a page of them), it goes with the last piece, whose last page reaches past it anyway, so
             # that no piece costs a request to find it empty (simulator, 25M dated: 517 of 524 empty pages
-            # were such pieces). A level taken to hold one directory and not asked, or an answer cut short,
-            # may hide more: that space is a piece of its own. A level taken to hold one directory
-            # (``_single_child``) counts as answered: its siblings asked named one subdirectory each, and a piece
-            # of the space past it found it empty nearly always (simulator, 25M multi-tenant: 95 of its 96
-            # empty pieces; a guess that is wrong leaves the last piece larger than its estimate, and its
-            # thief's own pages then size it).
+            # were such pieces). An answer cut short may hide more: that space is then a piece of its own. A
+            # level taken to hold one directory (``_single_child``) counts as answered: its siblings asked
+            # named one subdirectory each, and a piece of the space past it found it empty nearly always
+            # (simulator, 25M multi-tenant: 95 of its 96 empty pieces); a guess that is wrong leaves the last
+            # piece larger than its estimate, and its thief's own pages then size it.
             leaf_end = _past(levels[-1])
             self.cut_path = "leaf"
             small_past = all(
