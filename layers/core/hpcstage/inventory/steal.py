@@ -723,13 +723,16 @@ class Cursor:
         not name refutes the template for that depth: its levels are forgotten (asked again when needed),
         the names it gave stay as cut points (a cut need not be a directory)."""
         for level in sorted(self.templated):
-            names = self.children.get(self._depth(level), ((), -1))[0]
+            if level not in self.templated:
+                continue  # unlearnt with its depth, refuted by a key of a level before it
+            depth = self._depth(level)
+            names = self.children.get(depth, ((), -1))[0]
             for k in keys:
                 if not k.startswith(level):
                     continue
                 j = k.find(DIR_DELIMITER, len(level))
                 if j >= 0 and k[len(level) : j + 1] not in names:
-                    self._forget_template(self._depth(level))
+                    self._forget_template(depth)
                     break
 
     def _outgrew(self, level: str) -> bool:
