@@ -16,6 +16,12 @@ keys / 1,000 (a range's last page is partial: its overhead, with the directory r
 ``--account``: where the streams' time went between the first lister's start and the listing's end (``Account``):
 pages answered, failed attempts, retry and pacer waits, the lister's CPU, checkpoints, directory requests, and the
 time without a piece (in the ramp, the middle and the tail); then the run's start-up and reduce.
+``--admitted``: each second of the run, the page requests S3 admitted in each partition (the simulator admits at
+most ``SimParams.s3.partition_rate_limit`` a partition a second and answers the rest 503 SlowDown): how near the
+run stays to the partitions' cap, and when it leaves it.
+``--splits T``: every split attempt before second T: the donor's position and range end, its estimate of the
+remainder (pages) before and after the split's directory requests, the pieces it gave and how it cut them
+(``Cursor.cut_path``): where the ramp's pieces came from and why some attempts gave none.
 
 The figures are the simulator's state, sampled when the first page of each interval is answered.
 """
@@ -116,6 +122,26 @@ class Trace:
     # pieces split off in the whole run: for other listers, for the donor's own idle streams
     remote_pieces: int = 0
     local_pieces: int = 0
+    # (--admitted) (partition, second) -> page requests S3 admitted, and the page requests sent (503s included)
+    admitted: dict[tuple[int, int], int] = field(default_factory=dict)
+    sent: int = 0
+    # (--splits) split attempts before this second are recorded in ``splits``
+    splits_until: float = 0.0
+    splits: list[SplitSeen] = field(default_factory=list)
+
+
+@dataclass
+class SplitSeen:
+    """One split attempt (``--splits``): when, the donor's position and range end, its estimate of the remainder
+    in pages before and after the split's directory requests (None: unknown), the pieces given, the cut's path."""
+
+    t: float
+    pos: str | None
+    end: str | None
+    before: float | None
+    after: float | None
+    pieces: int
+    path: str
 
 
 class TracedSim(Sim):
@@ -166,6 +192,7 @@ class TracedSim(Sim):
 
     def send(self, st: Stream, t: float, attempt: int) -> None:
         self.trace.account.seconds["pacer waits"] += t - self._due.pop(id(st), t)
+        self.trace.sent += 1
         super().send(st, t, attempt)
 
     def maybe_split_local(self, st: Stream) -> None:
@@ -176,7 +203,22 @@ class TracedSim(Sim):
             self._local = False
 
     def engine_split(self, st: Stream, ways: int) -> tuple[list[KeyRange], float]:
+        cur = st.cursor
+        seen = None
+        if self.now < self.trace.splits_until and cur is not None and st.last is not None:
+            self.sync(st)  # the cursor takes its last page (Sim.engine_split does so first too)
+            before = cur._crossing_pages(PAGE)[0]  # noqa: SLF001 - the estimate the split starts from
+            seen = SplitSeen(self.now, cur.pos, cur.range.end, before, None, 0, "")
         pieces, delay = super().engine_split(st, ways)
+        if seen is not None and cur is not None:
+            if pieces:
+                # what the cut was sized by: the pieces' estimates and what the donor kept (all 0: none)
+                keys = cur.range.estimate + sum(p.estimate for p in pieces)
+                seen.after = keys / PAGE if keys > 0 else None
+                seen.pieces, seen.path = len(pieces), cur.cut_path
+            else:
+                seen.after = cur._crossing_pages(PAGE)[0]  # noqa: SLF001
+            self.trace.splits.append(seen)
         if self._local:
             self.trace.local_pieces += len(pieces)
         else:
@@ -290,13 +332,15 @@ def run(
     params: SimParams = DEFAULT,
     every: float = 0.5,
     until: float = math.inf,
+    splits_until: float = 0.0,
 ) -> tuple[Result, Trace, list[tuple[str, float]]]:
     """One fleet run of ``n`` keys of ``shape`` (bench.sim.des_shapes), traced, and its stream-time account
-    (``TracedSim.account_rows``)."""
+    (``TracedSim.account_rows``); split attempts before ``splits_until`` are recorded (``Trace.splits``)."""
     cfg = cfg if cfg is not None else fleet_config()
-    trace = Trace(every, until)
+    trace = Trace(every, until, splits_until=splits_until)
     sim = TracedSim(make_any(shape, n), cfg, seed, params, trace=trace)
     res = sim.run()
+    trace.admitted = dict(sim.s3_win)
     return res, trace, sim.account_rows(res)
 
 
@@ -313,6 +357,10 @@ def by_size(ranges: list[RangeDone]) -> list[tuple[str, int, float]]:
     return [(label, int(c), o) for label, (c, o) in rows.items()]
 
 
+def _pages(estimate: float | None) -> str:
+    return "unknown" if estimate is None else f"{estimate:.1f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=float, default=25e6)
@@ -324,6 +372,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--until", type=float, default=math.inf, help="the last sample's time")
     ap.add_argument("--ranges", action="store_true", help="the ranges listed, by size, and their overhead")
     ap.add_argument("--account", action="store_true", help="where the streams' time went")
+    ap.add_argument(
+        "--admitted", action="store_true", help="page requests S3 admitted each second, per partition"
+    )
+    ap.add_argument(
+        "--splits", type=float, default=0.0, metavar="T", help="every split attempt before second T"
+    )
     ap.add_argument(
         "--yield-util",
         type=float,
@@ -339,7 +393,15 @@ def main(argv: list[str] | None = None) -> int:
         yield_util=args.yield_util,
         yield_push_ratio=args.yield_push_ratio,
     )
-    res, trace, account = run(args.shape, int(args.size), args.seed, cfg, every=args.every, until=args.until)
+    res, trace, account = run(
+        args.shape,
+        int(args.size),
+        args.seed,
+        cfg,
+        every=args.every,
+        until=args.until,
+        splits_until=args.splits,
+    )
     print(
         f"{args.shape} {args.size:g} seed {args.seed}: {res.makespan:.1f} s, floor {res.floor:.1f} s, "
         f"LIST requests {res.list_requests} (minimum {res.min_requests}, directory {res.dir_requests}), "
@@ -366,6 +428,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {label} | {count} | {over:.0f} |")
         total = sum(r.overhead for r in trace.ranges)
         print(f"| all | {len(trace.ranges)} | {total:.0f} (+ {res.dir_requests} directory requests) |")
+    if args.admitted:
+        parts = sorted({p for p, _ in trace.admitted}) or [0]
+        seconds = sorted({t for _, t in trace.admitted})
+        cap = int(DEFAULT.s3.partition_rate_limit)
+        print(f"\n| second | page requests admitted, per partition (cap {cap} a second) |")
+        print("|---|---|")
+        for t in seconds:
+            print(f"| {t} | {' · '.join(str(trace.admitted.get((p, t), 0)) for p in parts)} |")
+    if trace.splits:
+        print("\n| t | donor's position | range end | estimate before / after (pages) | pieces | cut |")
+        print("|---|---|---|---|---|---|")
+        for sp in trace.splits:
+            print(
+                f"| {sp.t:.2f} | {sp.pos} | {sp.end} | {_pages(sp.before)} / {_pages(sp.after)} | {sp.pieces} "
+                f"| {sp.path or '-'} |"
+            )
     if args.account:
         streams = args.listers * args.per_lister
         window = sum(v for _, v in account)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 
 from bench.sim.des import Config
+from bench.sim.params import DEFAULT
 from bench.steal_trace import Account, RangeDone, by_size, fleet_config, main, run
 
 
@@ -113,3 +117,45 @@ def test_account_holding_and_full_span() -> None:
     # two streams: full (at most 1 % without a piece) only from 1.0 until the change at 3.0
     assert acct.full_span(2, 0.0, 5.0) == (1.0, 3.0)
     assert Account(steps=[(1.0, 1)]).full_span(2, 0.0, 5.0) == (0.0, 0.0)
+
+
+def test_admitted_requests_stay_within_each_partitions_cap_and_add_up_with_the_503s() -> None:
+    # three partitions of 100,000 keys, each admitting 20 page requests a second: 80 streams throttle
+    params = replace(
+        DEFAULT, s3=replace(DEFAULT.s3, partition_rate_limit=20.0, objects_per_partition=100_000)
+    )
+    res, trace, _ = run("uniform", 300_000, seed=1, cfg=_cfg(), params=params, every=10.0)
+    assert res.exact, res.exact_detail
+    assert res.throttled > 0
+    assert {p for p, _ in trace.admitted} == {0, 1, 2}
+    assert max(trace.admitted.values()) == 20
+    # every page request sent was admitted or answered 503 SlowDown
+    assert sum(trace.admitted.values()) + res.throttled == trace.sent
+
+
+def test_split_attempts_are_recorded_until_the_second_asked() -> None:
+    res, trace, _ = run("users", 300_000, seed=1, cfg=_cfg(), every=10.0, splits_until=math.inf)
+    assert res.exact, res.exact_detail
+    assert trace.splits
+    # every piece the run split off is one of a recorded attempt's; an attempt that gave none names no cut
+    assert sum(s.pieces for s in trace.splits) == trace.remote_pieces + trace.local_pieces
+    assert all((s.pieces > 0) == (s.path != "") for s in trace.splits)
+    assert {s.path for s in trace.splits} - {""} <= {"bisect", "tree", "named", "known", "leaf", "flat"}
+    # the first attempt is the bucket's first range's, and its estimate was unknown
+    first = trace.splits[0]
+    assert first.end is None and first.before is None and first.pieces > 0
+    times = [s.t for s in trace.splits]
+    assert times == sorted(times)
+    _, early, _ = run("users", 300_000, seed=1, cfg=_cfg(), every=10.0, splits_until=times[len(times) // 2])
+    assert 0 < len(early.splits) < len(trace.splits)
+    assert all(s.t < times[len(times) // 2] for s in early.splits)
+    _, none, _ = run("users", 300_000, seed=1, cfg=_cfg(), every=10.0)
+    assert none.splits == []
+
+
+def test_the_command_prints_admitted_requests_and_splits(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--size", "1e5", "--shape", "dated", "--listers", "10", "--per-lister", "2", "--admitted"]
+    assert main([*argv, "--splits", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "| second | page requests admitted, per partition (cap 5500 a second) |" in out
+    assert "| t | donor's position | range end | estimate before / after (pages) | pieces | cut |" in out
