@@ -149,8 +149,15 @@ def test_split_attempts_are_recorded_until_the_second_asked() -> None:
     _, early, _ = run("users", 300_000, seed=1, cfg=_cfg(), every=10.0, splits_until=times[len(times) // 2])
     assert 0 < len(early.splits) < len(trace.splits)
     assert all(s.t < times[len(times) // 2] for s in early.splits)
-    _, none, _ = run("users", 300_000, seed=1, cfg=_cfg(), every=10.0)
+    plain, none, _ = run("users", 300_000, seed=1, cfg=_cfg(), every=10.0)
     assert none.splits == []
+    # recording the attempts does not change the run
+    assert (plain.makespan, plain.list_requests, plain.dir_requests, plain.splits) == (
+        res.makespan,
+        res.list_requests,
+        res.dir_requests,
+        res.splits,
+    )
 
 
 def test_the_command_prints_admitted_requests_and_splits(capsys: pytest.CaptureFixture[str]) -> None:
