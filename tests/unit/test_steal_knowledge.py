@@ -560,7 +560,7 @@ def users_keys() -> list[str]:
 
 def test_a_large_directorys_siblings_are_sized_by_the_keys_listed_per_sibling() -> None:
     """A cursor deep in the one large user sizes the 59 users after it by the keys it listed per user (about
-    20), not like the user it is in (5,000): the remainder is estimated within a factor 1.5 of its keys, where
+    40: the 200 users of 20 keys before it and what it listed of u200), not like the user it is in (5,000): the remainder is estimated within a factor 1.5 of its keys, where
     sizing them like u200 made it hundreds of times too large. The levels asked from their start count the
     users entered after them, so the small users between are not asked about either; u200 is asked about once
     its listing showed SMALL_DIR_KEYS keys of it."""
