@@ -22,6 +22,12 @@ run stays to the partitions' cap, and when it leaves it.
 ``--splits T``: every split attempt before second T: the donor's position and range end, its estimate of the
 remainder (pages) before and after the split's directory requests, the pieces it gave and how it cut them
 (``Cursor.cut_path``): where the ramp's pieces came from and why some attempts gave none.
+``--pieces``: the ranges listed (as ``--ranges``) by the second their donor cut them, by whether its lister was in
+its endgame then (``fleet.ENDGAME_QUIET_S``: its split floor lowered), and by the pages the donor estimated them at
+against the pages they held: which pieces cost the run's partial pages.
+``--dirs``: the split attempts' directory requests by the depth of the level asked (its '/'s: 0 is the bucket's root), whether
+it was asked from its start (for its fan-out, to size the directories above) or from the donor's position (for cut
+points), and whether the attempt then gave pieces: the directory requests that bought no split.
 
 The figures are the simulator's state, sampled when the first page of each interval is answered.
 """
@@ -128,6 +134,27 @@ class Trace:
     # (--splits) split attempts before this second are recorded in ``splits``
     splits_until: float = 0.0
     splits: list[SplitSeen] = field(default_factory=list)
+    # (--pieces) each range listed, in the order of ``ranges``
+    pieces: list[PieceDone] = field(default_factory=list)
+    # (--dirs) (depth of the level asked, asked from its start, the attempt gave pieces) -> directory requests
+    dirs: dict[tuple[int, bool, bool], int] = field(default_factory=lambda: defaultdict(int))
+
+
+@dataclass
+class PieceDone:
+    """A range listed (``--pieces``): when its donor cut it (None: the bucket's first range), whether the donor's
+    lister was in its endgame then, the pages the donor estimated it at, and the keys and LIST requests it took
+    (those of its ``RangeDone``)."""
+
+    cut: float | None
+    endgame: bool
+    estimate: float
+    keys: int
+    requests: int
+
+    @property
+    def overhead(self) -> float:
+        return self.requests - self.keys / PAGE
 
 
 @dataclass
@@ -160,6 +187,9 @@ class TracedSim(Sim):
         self._due: dict[int, float] = {}
         self._ck: dict[int, float] = {}
         self._holding = 0
+        # piece id -> (when it was cut, its donor's lister in its endgame, the donor's estimate in pages)
+        self._cut: dict[str, tuple[float, bool, float]] = {}
+        self._asked: list[dict[str, Any]] | None = None  # the directory requests of the split under way
 
     def _held(self, change: int) -> None:
         self._holding += change
@@ -209,7 +239,17 @@ class TracedSim(Sim):
             self.sync(st)  # the cursor takes its last page (Sim.engine_split does so first too)
             before = cur._crossing_pages(PAGE)[0]  # noqa: SLF001 - the estimate the split starts from
             seen = SplitSeen(self.now, cur.pos, cur.range.end, before, None, 0, "")
-        pieces, delay = super().engine_split(st, ways)
+        self._asked = []
+        try:
+            pieces, delay = super().engine_split(st, ways)
+            asked = self._asked
+        finally:
+            self._asked = None
+        for q in asked:
+            level = q.get("Prefix", "")
+            self.trace.dirs[(level.count("/"), q.get("StartAfter") == level, bool(pieces))] += 1
+        for p in pieces:
+            self._cut[p.id] = (self.now, self.endgame(st.node), p.estimate / PAGE)
         if seen is not None and cur is not None:
             if pieces:
                 # what the cut was sized by: the pieces' estimates and what the donor kept (all 0: none)
@@ -224,6 +264,17 @@ class TracedSim(Sim):
         else:
             self.trace.remote_pieces += len(pieces)
         return pieces, delay
+
+    def dir_listing(self, params: dict[str, Any]) -> tuple[list[str], bool]:
+        if self._asked is not None:
+            self._asked.append(params)
+        return super().dir_listing(params)
+
+    def _range_done(self, st: Stream, keys: int) -> None:
+        requests = self._requests.pop(id(st), 0)
+        self.trace.ranges.append(RangeDone(keys, requests))
+        cut, endgame, estimate = self._cut.get(st.pid, (None, False, 0.0))
+        self.trace.pieces.append(PieceDone(cut, endgame, estimate, keys, requests))
 
     def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
         self._requests[id(st)] = 0
@@ -242,13 +293,13 @@ class TracedSim(Sim):
         super().on_reply(st, epoch, outcome, attempt, r0, r1)
 
     def piece_done(self, st: Stream, t: float) -> None:
-        self.trace.ranges.append(RangeDone(st.rank - st.start_rank, self._requests.pop(id(st), 0)))
+        self._range_done(st, st.rank - st.start_rank)
         self._held(-1)
         super().piece_done(st, t)
 
     def drop(self, st: Stream) -> None:
         # a lease taken over: what this stream listed is listed again by the new owner
-        self.trace.ranges.append(RangeDone(0, self._requests.pop(id(st), 0)))
+        self._range_done(st, 0)
         self._held(-1)
         super().drop(st)
 
@@ -357,6 +408,45 @@ def by_size(ranges: list[RangeDone]) -> list[tuple[str, int, float]]:
     return [(label, int(c), o) for label, (c, o) in rows.items()]
 
 
+def piece_rows(pieces: list[PieceDone], key: Any) -> list[tuple[Any, int, float, float, int]]:
+    """(class, ranges, pages held, LIST requests beyond keys / 1,000, ranges under a page) by ``key(piece)``."""
+    rows: dict[Any, list[float]] = {}
+    for p in pieces:
+        row = rows.setdefault(key(p), [0, 0.0, 0.0, 0])
+        row[0] += 1
+        row[1] += p.keys / PAGE
+        row[2] += p.overhead
+        row[3] += p.keys < PAGE
+    return [(k, int(c), pages, over, int(small)) for k, (c, pages, over, small) in rows.items()]
+
+
+def _size_class(pages: float) -> str:
+    i = bisect.bisect_right(SIZE_BOUNDS, pages)
+    return f"< {SIZE_BOUNDS[i]}" if i < len(SIZE_BOUNDS) else f">= {SIZE_BOUNDS[-1]}"
+
+
+def print_pieces(pieces: list[PieceDone]) -> None:
+    """The ``--pieces`` tables."""
+    head = "| ranges | pages held | LIST requests beyond keys / 1,000 | ranges under a page |"
+
+    def table(title: str, rows: list[tuple[Any, int, float, float, int]]) -> None:
+        print(f"\n| {title} {head}")
+        print("|---|---|---|---|---|")
+        for k, c, pages, over, small in rows:
+            print(f"| {k} | {c} | {pages:.0f} | {over:.0f} | {small} |")
+
+    def second(p: PieceDone) -> str:
+        return "the first range" if p.cut is None else str(int(p.cut))
+
+    by_second = piece_rows(pieces, second)
+    table("cut in second", sorted(by_second, key=lambda r: (r[0] != "the first range", len(r[0]), r[0])))
+    table("donor's lister in its endgame", sorted(piece_rows(pieces, lambda p: "yes" if p.endgame else "no")))
+    bounds = ["none", "< 1", *(f"< {b}" for b in SIZE_BOUNDS[1:]), f">= {SIZE_BOUNDS[-1]}"]
+    cut = [p for p in pieces if p.cut is not None]
+    rows = piece_rows(cut, lambda p: _size_class(p.estimate) if p.estimate > 0 else "none")
+    table("donor's estimate (pages)", sorted(rows, key=lambda r: bounds.index(r[0])))
+
+
 def _pages(estimate: float | None) -> str:
     return "unknown" if estimate is None else f"{estimate:.1f}"
 
@@ -377,6 +467,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--splits", type=float, default=0.0, metavar="T", help="every split attempt before second T"
+    )
+    ap.add_argument(
+        "--pieces", action="store_true", help="the ranges by when they were cut, the endgame, and estimate"
+    )
+    ap.add_argument(
+        "--dirs", action="store_true", help="directory requests by level depth, asked from, and outcome"
     )
     ap.add_argument(
         "--yield-util",
@@ -444,6 +540,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {sp.t:.2f} | {sp.pos} | {sp.end} | {_pages(sp.before)} / {_pages(sp.after)} | {sp.pieces} "
                 f"| {sp.path or '-'} |"
             )
+    if args.pieces:
+        print_pieces(trace.pieces)
+    if args.dirs:
+        print("\n| level depth | asked from | requests, the attempt gave pieces | requests, it gave none |")
+        print("|---|---|---|---|")
+        for depth, start in sorted({(d, f) for d, f, _ in trace.dirs}):
+            gave, none = trace.dirs.get((depth, start, True), 0), trace.dirs.get((depth, start, False), 0)
+            print(f"| {depth} | {'its start' if start else 'the position'} | {gave} | {none} |")
+        print(
+            f"| all | | {sum(v for k, v in trace.dirs.items() if k[2])} | {sum(v for k, v in trace.dirs.items() if not k[2])} |"
+        )
     if args.account:
         streams = args.listers * args.per_lister
         window = sum(v for _, v in account)

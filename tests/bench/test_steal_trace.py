@@ -7,9 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from bench.sim.des import Config
+from bench.sim.des import Config, Sim
+from bench.sim.des_shapes import make_any
 from bench.sim.params import DEFAULT
-from bench.steal_trace import Account, RangeDone, by_size, fleet_config, main, run
+from bench.steal_trace import Account, PieceDone, RangeDone, by_size, fleet_config, main, piece_rows, run
 
 
 def _cfg() -> Config:
@@ -166,3 +167,63 @@ def test_the_command_prints_admitted_requests_and_splits(capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert "| second | page requests admitted, per partition (cap 5500 a second) |" in out
     assert "| t | donor's position | range end | estimate before / after (pages) | pieces | cut |" in out
+
+
+def test_the_pieces_are_the_ranges_with_when_and_how_large_their_donor_cut_them() -> None:
+    res, trace, _ = run("users", 300_000, seed=1, cfg=_cfg(), every=10.0)
+    assert res.exact, res.exact_detail
+    # one piece a range, in the same order, with its keys and requests
+    assert [(p.keys, p.requests) for p in trace.pieces] == [(r.keys, r.requests) for r in trace.ranges]
+    # only the bucket's first range was not cut by a donor; the others were cut while the run went on, by a
+    # donor that estimated them (an open remainder's pieces may come without one)
+    assert [p.cut for p in trace.pieces].count(None) == 1
+    assert all(0 < p.cut <= res.makespan for p in trace.pieces if p.cut is not None)
+    assert any(p.estimate > 0 for p in trace.pieces)
+    # a never-throttled run of this size enters its endgame (fleet.ENDGAME_QUIET_S) and cuts pieces there
+    assert {p.endgame for p in trace.pieces} == {False, True}
+    rows = piece_rows(trace.pieces, lambda p: p.endgame)
+    assert sum(c for _, c, _, _, _ in rows) == len(trace.ranges)
+    assert sum(pages for _, _, pages, _, _ in rows) == pytest.approx(300_000 / 1000)
+    assert sum(over for _, _, _, over, _ in rows) == pytest.approx(res.list_requests - res.dir_requests - 300)
+
+
+def test_piece_rows_class_pieces_and_count_those_under_a_page() -> None:
+    pieces = [
+        PieceDone(None, False, 0.0, 2500, 3),
+        PieceDone(1.5, True, 8.0, 400, 1),
+        PieceDone(2.0, True, 20.0, 10_000, 10),
+    ]
+    rows = sorted(piece_rows(pieces, lambda p: p.endgame))
+    assert rows == [(False, 1, 2.5, 0.5, 0), (True, 2, 10.4, pytest.approx(0.6), 1)]
+
+
+def test_directory_requests_are_counted_by_level_and_outcome() -> None:
+    res, trace, _ = run("uuid-projects", 300_000, seed=1, cfg=_cfg(), every=10.0)
+    assert res.exact, res.exact_detail
+    assert sum(trace.dirs.values()) == res.dir_requests > 0
+    # <uuid>/ names processed/ and raw/: the project level is asked from its start, and the bucket's root from
+    # a position only (it has no start of its own to be asked from, and names the cut points)
+    assert all(depth > 0 for depth, start, _ in trace.dirs if start)
+    assert trace.dirs.get((0, False, True), 0) + trace.dirs.get((0, False, False), 0) > 0
+    # tracing does not change the run: the simulator untraced makes the same one
+    plain = Sim(make_any("uuid-projects", 300_000), _cfg(), 1, DEFAULT).run()
+    assert (plain.makespan, plain.list_requests, plain.dir_requests, plain.splits) == (
+        res.makespan,
+        res.list_requests,
+        res.dir_requests,
+        res.splits,
+    )
+
+
+def test_the_command_prints_pieces_and_directory_requests(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--size", "1e5", "--shape", "users", "--listers", "10", "--per-lister", "2", "--pieces", "--dirs"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert (
+        "| cut in second | ranges | pages held | LIST requests beyond keys / 1,000 | ranges under a page |"
+        in out
+    )
+    assert "| donor's lister in its endgame | ranges |" in out
+    assert "| donor's estimate (pages) | ranges |" in out
+    assert "| level depth | asked from | requests, the attempt gave pieces | requests, it gave none |" in out
+    assert "| the first range | 1 |" in out
