@@ -475,6 +475,11 @@ def main(argv: list[str] | None = None) -> int:
         "--dirs", action="store_true", help="directory requests by level depth, asked from, and outcome"
     )
     ap.add_argument(
+        "--oracle-estimates",
+        action="store_true",
+        help="bench.sim.des.Config.oracle_estimates: every cursor's estimate is the keys its range holds",
+    )
+    ap.add_argument(
         "--yield-util",
         type=float,
         default=0.0,
@@ -488,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         fleet_config(args.listers, args.per_lister),
         yield_util=args.yield_util,
         yield_push_ratio=args.yield_push_ratio,
+        oracle_estimates=args.oracle_estimates,
     )
     res, trace, account = run(
         args.shape,

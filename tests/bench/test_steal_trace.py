@@ -227,3 +227,6 @@ def test_the_command_prints_pieces_and_directory_requests(capsys: pytest.Capture
     assert "| donor's estimate (pages) | ranges |" in out
     assert "| level depth | asked from | requests, the attempt gave pieces | requests, it gave none |" in out
     assert "| the first range | 1 |" in out
+    # the run with the simulator's exact estimates (the bound of better estimates) lists every key too
+    assert main([*argv, "--oracle-estimates"]) == 0
+    assert "exact True" in capsys.readouterr().out
