@@ -25,9 +25,9 @@ remainder (pages) before and after the split's directory requests, the pieces it
 ``--pieces``: the ranges listed (as ``--ranges``) by the second their donor cut them, by whether its lister was in
 its endgame then (``fleet.ENDGAME_QUIET_S``: its split floor lowered), and by the pages the donor estimated them at
 against the pages they held: which pieces cost the run's partial pages.
-``--dirs``: the split attempts' directory requests by the depth of the level asked (its '/'s: 0 is the bucket's root), whether
-it was asked from its start (for its fan-out, to size the directories above) or from the donor's position (for cut
-points), and whether the attempt then gave pieces: the directory requests that bought no split.
+``--dirs``: the split attempts' directory requests by the depth of the level asked (its '/'s: 0 is the bucket's
+root), whether it was asked from its start (for its fan-out, to size the directories above) or from the donor's
+position (for cut points), and whether the attempt then gave pieces: the directory requests that bought no split.
 
 The figures are the simulator's state, sampled when the first page of each interval is answered.
 """

@@ -204,6 +204,7 @@ def test_directory_requests_are_counted_by_level_and_outcome() -> None:
     # <uuid>/ names processed/ and raw/: the project level is asked from its start, and the bucket's root from
     # a position only (it has no start of its own to be asked from, and names the cut points)
     assert all(depth > 0 for depth, start, _ in trace.dirs if start)
+    assert any(start for _, start, _ in trace.dirs)
     assert trace.dirs.get((0, False, True), 0) + trace.dirs.get((0, False, False), 0) > 0
     # tracing does not change the run: the simulator untraced makes the same one
     plain = Sim(make_any("uuid-projects", 300_000), _cfg(), 1, DEFAULT).run()
