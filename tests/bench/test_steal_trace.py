@@ -201,8 +201,8 @@ def test_directory_requests_are_counted_by_level_and_outcome() -> None:
     res, trace, _ = run("uuid-projects", 300_000, seed=1, cfg=_cfg(), every=10.0)
     assert res.exact, res.exact_detail
     assert sum(trace.dirs.values()) == res.dir_requests > 0
-    # <uuid>/ names processed/ and raw/: the project level is asked from its start, and the bucket's root from
-    # a position only (it has no start of its own to be asked from, and names the cut points)
+    # levels below the root are asked from their start (fan-outs: <uuid>/ holds processed/ and raw/), the
+    # bucket's root only from a position (it names the cut points past it)
     assert all(depth > 0 for depth, start, _ in trace.dirs if start)
     assert any(start for _, start, _ in trace.dirs)
     assert trace.dirs.get((0, False, True), 0) + trace.dirs.get((0, False, False), 0) > 0
