@@ -49,8 +49,9 @@ from bench.sim.des import OK, PAGE, Config, Lease, Result, Sim, Stream
 from bench.sim.des_shapes import ALL_SHAPES, make_any
 from bench.sim.params import DEFAULT, SimParams
 
-# the bounds of the --ranges table, in pages
+# the bounds of the --ranges table, in pages, and its classes
 SIZE_BOUNDS = (1, 4, 16, 64, 256)
+SIZE_LABELS = (*(f"< {b}" for b in SIZE_BOUNDS), f">= {SIZE_BOUNDS[-1]}")
 
 
 @dataclass
@@ -77,8 +78,15 @@ class Sample:
 
 @dataclass
 class RangeDone:
+    """A range listed: its keys and LIST requests; and (``--pieces``) when its donor cut it (None: the bucket's
+    first range), whether the donor's lister was in its endgame then, and the pages the donor estimated it at (0:
+    none)."""
+
     keys: int
     requests: int
+    cut: float | None = None
+    endgame: bool = False
+    estimate: float = 0.0
 
     @property
     def overhead(self) -> float:
@@ -134,27 +142,8 @@ class Trace:
     # (--splits) split attempts before this second are recorded in ``splits``
     splits_until: float = 0.0
     splits: list[SplitSeen] = field(default_factory=list)
-    # (--pieces) each range listed, in the order of ``ranges``
-    pieces: list[PieceDone] = field(default_factory=list)
     # (--dirs) (depth of the level asked, asked from its start, the attempt gave pieces) -> directory requests
     dirs: dict[tuple[int, bool, bool], int] = field(default_factory=lambda: defaultdict(int))
-
-
-@dataclass
-class PieceDone:
-    """A range listed (``--pieces``): when its donor cut it (None: the bucket's first range), whether the donor's
-    lister was in its endgame then, the pages the donor estimated it at, and the keys and LIST requests it took
-    (those of its ``RangeDone``)."""
-
-    cut: float | None
-    endgame: bool
-    estimate: float
-    keys: int
-    requests: int
-
-    @property
-    def overhead(self) -> float:
-        return self.requests - self.keys / PAGE
 
 
 @dataclass
@@ -271,10 +260,8 @@ class TracedSim(Sim):
         return super().dir_listing(params)
 
     def _range_done(self, st: Stream, keys: int) -> None:
-        requests = self._requests.pop(id(st), 0)
-        self.trace.ranges.append(RangeDone(keys, requests))
         cut, endgame, estimate = self._cut.get(st.pid, (None, False, 0.0))
-        self.trace.pieces.append(PieceDone(cut, endgame, estimate, keys, requests))
+        self.trace.ranges.append(RangeDone(keys, self._requests.pop(id(st), 0), cut, endgame, estimate))
 
     def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
         self._requests[id(st)] = 0
@@ -397,18 +384,15 @@ def run(
 
 def by_size(ranges: list[RangeDone]) -> list[tuple[str, int, float]]:
     """(size class in pages, ranges, their LIST requests beyond keys / 1,000)."""
-    rows: dict[str, list[float]] = {}
-    labels = [f"< {b}" for b in SIZE_BOUNDS] + [f">= {SIZE_BOUNDS[-1]}"]
-    for label in labels:
-        rows[label] = [0, 0.0]
+    rows: dict[str, list[float]] = {label: [0, 0.0] for label in SIZE_LABELS}
     for r in ranges:
-        i = bisect.bisect_right(SIZE_BOUNDS, r.keys / PAGE)
-        rows[labels[i]][0] += 1
-        rows[labels[i]][1] += r.overhead
+        row = rows[_size_class(r.keys / PAGE)]
+        row[0] += 1
+        row[1] += r.overhead
     return [(label, int(c), o) for label, (c, o) in rows.items()]
 
 
-def piece_rows(pieces: list[PieceDone], key: Any) -> list[tuple[Any, int, float, float, int]]:
+def piece_rows(pieces: list[RangeDone], key: Any) -> list[tuple[Any, int, float, float, int]]:
     """(class, ranges, pages held, LIST requests beyond keys / 1,000, ranges under a page) by ``key(piece)``."""
     rows: dict[Any, list[float]] = {}
     for p in pieces:
@@ -421,11 +405,11 @@ def piece_rows(pieces: list[PieceDone], key: Any) -> list[tuple[Any, int, float,
 
 
 def _size_class(pages: float) -> str:
-    i = bisect.bisect_right(SIZE_BOUNDS, pages)
-    return f"< {SIZE_BOUNDS[i]}" if i < len(SIZE_BOUNDS) else f">= {SIZE_BOUNDS[-1]}"
+    """The --ranges class (``SIZE_LABELS``) of a size in pages."""
+    return SIZE_LABELS[bisect.bisect_right(SIZE_BOUNDS, pages)]
 
 
-def print_pieces(pieces: list[PieceDone]) -> None:
+def print_pieces(pieces: list[RangeDone]) -> None:
     """The ``--pieces`` tables."""
     head = "| ranges | pages held | LIST requests beyond keys / 1,000 | ranges under a page |"
 
@@ -435,13 +419,13 @@ def print_pieces(pieces: list[PieceDone]) -> None:
         for k, c, pages, over, small in rows:
             print(f"| {k} | {c} | {pages:.0f} | {over:.0f} | {small} |")
 
-    def second(p: PieceDone) -> str:
+    def second(p: RangeDone) -> str:
         return "the first range" if p.cut is None else str(int(p.cut))
 
     by_second = piece_rows(pieces, second)
     table("cut in second", sorted(by_second, key=lambda r: (r[0] != "the first range", len(r[0]), r[0])))
     table("donor's lister in its endgame", sorted(piece_rows(pieces, lambda p: "yes" if p.endgame else "no")))
-    bounds = ["none", "< 1", *(f"< {b}" for b in SIZE_BOUNDS[1:]), f">= {SIZE_BOUNDS[-1]}"]
+    bounds = ["none", *SIZE_LABELS]
     cut = [p for p in pieces if p.cut is not None]
     rows = piece_rows(cut, lambda p: _size_class(p.estimate) if p.estimate > 0 else "none")
     table("donor's estimate (pages)", sorted(rows, key=lambda r: bounds.index(r[0])))
@@ -547,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {sp.path or '-'} |"
             )
     if args.pieces:
-        print_pieces(trace.pieces)
+        print_pieces(trace.ranges)
     if args.dirs:
         print("\n| level depth | asked from | requests, the attempt gave pieces | requests, it gave none |")
         print("|---|---|---|---|")

@@ -7,14 +7,19 @@ from dataclasses import replace
 
 import pytest
 
-from bench.sim.des import Config, Sim
+from bench.sim.des import Config, Result, Sim
 from bench.sim.des_shapes import make_any
 from bench.sim.params import DEFAULT
-from bench.steal_trace import Account, PieceDone, RangeDone, by_size, fleet_config, main, piece_rows, run
+from bench.steal_trace import Account, RangeDone, by_size, fleet_config, main, piece_rows, run
 
 
 def _cfg() -> Config:
     return fleet_config(listers=20, per_lister=4)
+
+
+def _run_figures(res: Result) -> tuple[float, int, int, int]:
+    """What two runs of the same simulation must share: makespan, LIST requests, directory requests, splits."""
+    return res.makespan, res.list_requests, res.dir_requests, res.splits
 
 
 @pytest.mark.parametrize("shape", ["multi-tenant", "uniform", "deep-tree"])
@@ -153,12 +158,7 @@ def test_split_attempts_are_recorded_until_the_second_asked() -> None:
     plain, none, _ = run("users", 300_000, seed=1, cfg=_cfg(), every=10.0)
     assert none.splits == []
     # recording the attempts does not change the run
-    assert (plain.makespan, plain.list_requests, plain.dir_requests, plain.splits) == (
-        res.makespan,
-        res.list_requests,
-        res.dir_requests,
-        res.splits,
-    )
+    assert _run_figures(plain) == _run_figures(res)
 
 
 def test_the_command_prints_admitted_requests_and_splits(capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,19 +169,17 @@ def test_the_command_prints_admitted_requests_and_splits(capsys: pytest.CaptureF
     assert "| t | donor's position | range end | estimate before / after (pages) | pieces | cut |" in out
 
 
-def test_the_pieces_are_the_ranges_with_when_and_how_large_their_donor_cut_them() -> None:
+def test_every_range_records_when_and_how_large_its_donor_cut_it() -> None:
     res, trace, _ = run("users", 300_000, seed=1, cfg=_cfg(), every=10.0)
     assert res.exact, res.exact_detail
-    # one piece a range, in the same order, with its keys and requests
-    assert [(p.keys, p.requests) for p in trace.pieces] == [(r.keys, r.requests) for r in trace.ranges]
     # only the bucket's first range was not cut by a donor; the others were cut while the run went on, by a
     # donor that estimated them (an open remainder's pieces may come without one)
-    assert [p.cut for p in trace.pieces].count(None) == 1
-    assert all(0 < p.cut <= res.makespan for p in trace.pieces if p.cut is not None)
-    assert any(p.estimate > 0 for p in trace.pieces)
+    assert [p.cut for p in trace.ranges].count(None) == 1
+    assert all(0 < p.cut <= res.makespan for p in trace.ranges if p.cut is not None)
+    assert any(p.estimate > 0 for p in trace.ranges)
     # a never-throttled run of this size enters its endgame (fleet.ENDGAME_QUIET_S) and cuts pieces there
-    assert {p.endgame for p in trace.pieces} == {False, True}
-    rows = piece_rows(trace.pieces, lambda p: p.endgame)
+    assert {p.endgame for p in trace.ranges} == {False, True}
+    rows = piece_rows(trace.ranges, lambda p: p.endgame)
     assert sum(c for _, c, _, _, _ in rows) == len(trace.ranges)
     assert sum(pages for _, _, pages, _, _ in rows) == pytest.approx(300_000 / 1000)
     assert sum(over for _, _, _, over, _ in rows) == pytest.approx(res.list_requests - res.dir_requests - 300)
@@ -189,9 +187,9 @@ def test_the_pieces_are_the_ranges_with_when_and_how_large_their_donor_cut_them(
 
 def test_piece_rows_class_pieces_and_count_those_under_a_page() -> None:
     pieces = [
-        PieceDone(None, False, 0.0, 2500, 3),
-        PieceDone(1.5, True, 8.0, 400, 1),
-        PieceDone(2.0, True, 20.0, 10_000, 10),
+        RangeDone(2500, 3),
+        RangeDone(400, 1, cut=1.5, endgame=True, estimate=8.0),
+        RangeDone(10_000, 10, cut=2.0, endgame=True, estimate=20.0),
     ]
     rows = sorted(piece_rows(pieces, lambda p: p.endgame))
     assert rows == [(False, 1, 2.5, 0.5, 0), (True, 2, 10.4, pytest.approx(0.6), 1)]
@@ -208,12 +206,7 @@ def test_directory_requests_are_counted_by_level_and_outcome() -> None:
     assert trace.dirs.get((0, False, True), 0) + trace.dirs.get((0, False, False), 0) > 0
     # tracing does not change the run: the simulator untraced makes the same one
     plain = Sim(make_any("uuid-projects", 300_000), _cfg(), 1, DEFAULT).run()
-    assert (plain.makespan, plain.list_requests, plain.dir_requests, plain.splits) == (
-        res.makespan,
-        res.list_requests,
-        res.dir_requests,
-        res.splits,
-    )
+    assert _run_figures(plain) == _run_figures(res)
 
 
 def test_the_command_prints_pieces_and_directory_requests(capsys: pytest.CaptureFixture[str]) -> None:
