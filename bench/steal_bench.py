@@ -75,6 +75,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         oracle_scope=args.oracle_scope or "all",
         depth_means=args.depth_means,
         shared_dir_answers=args.shared_dir_answers,
+        hungry_poll=args.hungry_poll == "on",
         yield_after_s=args.yield_after_s,
         endgame_unthrottled=args.endgame_unthrottled == "on",
     )
@@ -333,6 +334,13 @@ def main(argv: list[str] | None = None) -> int:
         help="tree estimates size directories by the true mean keys per directory at their depth "
         "(bench.sim.des.Config.depth_means): a bound for count-based sizes, not the fleet; walks the key space "
         "first (minutes at 25M)",
+    )
+    ap.add_argument(
+        "--hungry-poll",
+        choices=("on", "off"),
+        default="on",
+        help="busy listers read the hunger items sooner during the ramp while more listers are hungry than busy "
+        "(default, as fleet.hunger_poll_every); off: every interval, as before 2026-11-29",
     )
     ap.add_argument(
         "--shared-dir-answers",

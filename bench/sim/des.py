@@ -60,6 +60,7 @@ from hpcstage.inventory.fleet import (
     STRAGGLER_RATIO,
     FleetPace,
     endgame_floor,
+    hunger_poll_every,
     hunger_share,
     page_time,
     progress_told,
@@ -201,6 +202,10 @@ class Config:
     shards: int = HUNGER_SHARDS
     open_shards: int = OPEN_SHARDS
     poll_s: float = 0.5  # busy listers read the hunger shards this often
+    # ... or fleet.HUNGRY_POLL of it during the ramp (no 503 yet, the fleet's pace not yet known) while their last
+    # read showed more listers hungry than busy (fleet.hunger_poll_every), as the fleet; False: always poll_s (the
+    # fleet before 2026-11-29)
+    hungry_poll: bool = True
     idle_poll_s: float = 0.25  # an idle lister re-reads the shards this often
     publish_ways: int = 15  # pieces one stream's split may publish (fleet: SplitPolicy.max_ways - 1)
     lease_s: float = 10.0
@@ -552,6 +557,7 @@ class Node:
         "pace",
         "eg_floor",
         "fresh_open",
+        "poll_every",
     )
 
     def __init__(self, nid: int, k: int, cpu_per_page: float, quota: int, home: int) -> None:
@@ -579,6 +585,8 @@ class Node:
         self.last_exp = -1e9
         self.pages = 0
         self.last_poll = -1e9
+        # Config.poll_s (set by the sim), or less in the ramp while the fleet is mostly hungry (hungry_poll)
+        self.poll_every = 0.5
         self.pending = 0  # claims in flight (Config.claim_found)
         self.scan_step = 0
         self.scan_plan: list[int] = []  # the other shards the scan under way reads after the home one
@@ -907,7 +915,7 @@ class Sim:
         if self.cfg.mode != "host" and st.since_ck >= self.cfg.ckpt_pages:
             self.checkpoint(st, tc, final=False)
             return
-        if self.cfg.page_poll and self.cfg.mode == "fleet" and self.now - node.last_poll >= self.cfg.poll_s:
+        if self.cfg.page_poll and self.cfg.mode == "fleet" and self.now - node.last_poll >= node.poll_every:
             # fleet.Lister.wanted, asked after every page: the hunger shards are read at most every poll_s
             self.poll_hunger(node)
         # fleet.Lister.wanted: the lister's idle streams are fed first, by this split; the remote share read
@@ -1485,6 +1493,7 @@ class Sim:
                 issued = max(issued, t + (i - lp.scale_burst + 1) / lp.scale_per_s)
             start = issued + lp.cold_start_s * self.lognorm(cfg.cold_sigma)
             node = Node(i, k, lp.cpu_per_page_s, self.p.retry.quota_capacity, i % cfg.shards)
+            node.poll_every = cfg.poll_s
             node.invoked = issued
             node.started = start
             # the rotation's start (random in the fleet; a hash of the index here, so that the seeded draws
@@ -1797,6 +1806,11 @@ class Sim:
         # fleet.Lister.wanted: the hunger shards hold the hungry listers and the live ones; each busy
         # lister serves its share of the hunger (twice over: shares are uneven) in each poll window
         hunger = sum(s.hunger for s in self.shards)
+        # fleet.Lister.wanted: the next read sooner during the ramp while the fleet is mostly hungry
+        node.poll_every = self.cfg.poll_s
+        if self.cfg.hungry_poll:
+            ramp = node.fleet_t503 == -math.inf and pace is None
+            node.poll_every = hunger_poll_every(self.cfg.poll_s, hunger, self.live, ramp)
         if hunger <= 0 and not self.cfg.straggler_ratio:
             return
         # fleet.Lister.wanted/give: the hunger read goes to the lister's stream with the most keys left by
