@@ -75,7 +75,7 @@ def configs(args: argparse.Namespace) -> list[Config]:
         oracle_scope=args.oracle_scope or "all",
         depth_means=args.depth_means,
         shared_dir_answers=args.shared_dir_answers,
-        hungry_poll=args.hungry_poll == "on",
+        hungry_poll=args.hungry_poll,
         yield_after_s=args.yield_after_s,
         endgame_unthrottled=args.endgame_unthrottled == "on",
     )
@@ -337,10 +337,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--hungry-poll",
-        choices=("on", "off"),
-        default="on",
-        help="busy listers read the hunger items sooner during the ramp while more listers are hungry than busy "
-        "(default, as fleet.hunger_poll_every); off: every interval, as before 2026-11-29",
+        type=float,
+        default=1.0,
+        help="busy listers read the hunger items this fraction of their interval apart during the ramp while more "
+        "listers are hungry than busy (bench.sim.des.Config.hungry_poll, a variant not kept); 1: as the fleet",
     )
     ap.add_argument(
         "--shared-dir-answers",

@@ -60,7 +60,6 @@ from hpcstage.inventory.fleet import (
     STRAGGLER_RATIO,
     FleetPace,
     endgame_floor,
-    hunger_poll_every,
     hunger_share,
     page_time,
     progress_told,
@@ -202,10 +201,10 @@ class Config:
     shards: int = HUNGER_SHARDS
     open_shards: int = OPEN_SHARDS
     poll_s: float = 0.5  # busy listers read the hunger shards this often
-    # ... or fleet.HUNGRY_POLL of it during the ramp (no 503 yet, the fleet's pace not yet known) while their last
-    # read showed more listers hungry than busy (fleet.hunger_poll_every), as the fleet; False: always poll_s (the
-    # fleet before 2026-11-29)
-    hungry_poll: bool = True
+    # a variant measured and not kept (bench/RESULTS.md, 2026-11-29): busy listers read them this fraction of poll_s
+    # apart during the ramp (no 503 in the run, the fleet's pace not yet known to the lister) while their last read
+    # showed more listers hungry than busy; 1.0: every poll_s, as the fleet
+    hungry_poll: float = 1.0
     idle_poll_s: float = 0.25  # an idle lister re-reads the shards this often
     publish_ways: int = 15  # pieces one stream's split may publish (fleet: SplitPolicy.max_ways - 1)
     lease_s: float = 10.0
@@ -585,7 +584,7 @@ class Node:
         self.last_exp = -1e9
         self.pages = 0
         self.last_poll = -1e9
-        # Config.poll_s (set by the sim), or less in the ramp while the fleet is mostly hungry (hungry_poll)
+        # Config.poll_s (set by the sim), or less in the ramp while the fleet is mostly hungry (Config.hungry_poll)
         self.poll_every = 0.5
         self.pending = 0  # claims in flight (Config.claim_found)
         self.scan_step = 0
@@ -1806,11 +1805,11 @@ class Sim:
         # fleet.Lister.wanted: the hunger shards hold the hungry listers and the live ones; each busy
         # lister serves its share of the hunger (twice over: shares are uneven) in each poll window
         hunger = sum(s.hunger for s in self.shards)
-        # fleet.Lister.wanted: the next read sooner during the ramp while the fleet is mostly hungry
-        node.poll_every = self.cfg.poll_s
-        if self.cfg.hungry_poll:
-            ramp = node.fleet_t503 == -math.inf and pace is None
-            node.poll_every = hunger_poll_every(self.cfg.poll_s, hunger, self.live, ramp)
+        # Config.hungry_poll (not the fleet's): the next read sooner during the ramp while the fleet is mostly hungry
+        ramp = node.fleet_t503 == -math.inf and pace is None
+        node.poll_every = self.cfg.poll_s * (
+            self.cfg.hungry_poll if ramp and hunger > self.live - hunger else 1.0
+        )
         if hunger <= 0 and not self.cfg.straggler_ratio:
             return
         # fleet.Lister.wanted/give: the hunger read goes to the lister's stream with the most keys left by

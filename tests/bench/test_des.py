@@ -452,9 +452,7 @@ def test_paced_streams_giving_back_and_unpaced_ones_pushing_stay_exact() -> None
         DEFAULT, s3=replace(DEFAULT.s3, partition_rate_limit=100.0, objects_per_partition=500_000)
     )
     ks = make_any("multi-tenant", 2_000_000)
-    # the fleet these variants were measured against: before the ramp's sooner hunger reads (Config.hungry_poll),
-    # with which this seed's run pushes nothing
-    cfg = Config(mode="fleet", listers=20, per_lister=8, pace=True, hungry_poll=False)
+    cfg = Config(mode="fleet", listers=20, per_lister=8, pace=True)
     on = simulate(ks, replace(cfg, yield_util=0.9, yield_push_ratio=2.0), seed=1, params=params)
     off = simulate(ks, cfg, seed=1, params=params)
     assert on.exact and off.exact, (on.exact_detail, off.exact_detail)
@@ -576,14 +574,14 @@ def test_shared_dir_answers_count_each_level_asked_once_and_runs_stay_exact() ->
     assert plain.shared_dir_answers == 0 and plain.dir_requests > len(own.levels_asked)
 
 
-def test_busy_listers_read_the_hunger_items_sooner_in_the_ramp_unless_told_not_to() -> None:
-    """Config.hungry_poll (fleet.hunger_poll_every, the fleet's default): during the ramp, while more listers
-    are hungry than busy, a busy lister's next read of the hunger items is sooner, so the same run reads them
-    more often; off, every poll_s. Both runs are exact."""
+def test_busy_listers_reading_the_hunger_items_sooner_in_the_ramp_stay_exact() -> None:
+    """Config.hungry_poll (a variant measured and not kept): during the ramp, while more listers are hungry than
+    busy, a busy lister's next read of the hunger items comes at that fraction of poll_s, so the same run reads
+    them more often than the fleet (1.0); both runs are exact."""
     ks = make_any("uniform", 200_000)
     cfg = Config(mode="fleet", listers=40, per_lister=8, pace=True)
-    assert cfg.hungry_poll
-    fast = simulate(ks, cfg, seed=3)
-    plain = simulate(ks, replace(cfg, hungry_poll=False), seed=3)
+    assert cfg.hungry_poll == 1.0
+    fast = simulate(ks, replace(cfg, hungry_poll=0.2), seed=3)
+    plain = simulate(ks, cfg, seed=3)
     assert fast.exact and plain.exact, (fast.exact_detail, plain.exact_detail)
     assert fast.ddb_calls["poll_busy"] > plain.ddb_calls["poll_busy"]

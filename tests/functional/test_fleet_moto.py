@@ -689,41 +689,6 @@ def test_a_run_never_throttled_enters_the_endgame_once_the_pace_is_known_and_a_5
     assert endgame_after_read()
 
 
-def test_a_lister_reads_the_hunger_items_sooner_during_the_ramp_while_most_are_hungry(
-    aws: tuple[Any, Any],
-) -> None:
-    """fleet.hunger_poll_every in Lister.wanted: after a read showing more listers hungry than busy, with no 503
-    in the run and the fleet's pace not yet known (the ramp), the next read is HUNGRY_POLL of hunger_poll_s away;
-    with fewer hungry, once the pace is known, or after a 503 in the run, hunger_poll_s."""
-    clock = Clock()
-    lister = lister_of_a_new_run(aws, hunger_poll_s=0.5, clock=clock)
-    store = lister.store
-    reads: list[int] = []
-    real_hunger = store.hunger
-    store.hunger = lambda: reads.append(1) or real_hunger()  # type: ignore[method-assign]
-
-    def next_read_in() -> float:
-        lister._hunger_at = 0.0  # noqa: SLF001 - the last read long ago: wanted reads now
-        lister.wanted()
-        return lister._hunger_every  # noqa: SLF001
-
-    store.add_hunger(0, 3, "live")
-    store.add_hunger(0, 1)
-    assert next_read_in() == 0.5  # one of three hungry
-    store.add_hunger(1, 1)
-    assert next_read_in() == pytest.approx(0.5 * fleet.HUNGRY_POLL)  # two of three, in the ramp
-    assert lister.wanted() >= 0 and len(reads) == 2  # read again only once that interval has passed
-    lister._pace.pace = 120.0  # noqa: SLF001 - as two reads PACE_MIN_S apart would set it
-    assert next_read_in() == 0.5  # the pace is known: the ramp is over
-    lister._pace.pace = None  # noqa: SLF001
-    assert next_read_in() == pytest.approx(0.5 * fleet.HUNGRY_POLL)
-    store.note_slowdown(2)
-    assert next_read_in() == 0.5  # a 503 in the run: some partition is at its cap
-    clock.offset += fleet.ENDGAME_QUIET_S + 0.1
-    assert next_read_in() == 0.5  # and stays so in the endgame
-    assert len(reads) == 6
-
-
 def test_a_lister_tells_its_pages_left_and_listed_once_per_change_and_again_after_a_failed_write(
     aws: tuple[Any, Any],
 ) -> None:

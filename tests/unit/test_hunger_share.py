@@ -90,15 +90,3 @@ def test_the_pages_told_clipped_and_not() -> None:
 def test_the_ranges_told_are_those_with_a_known_estimate() -> None:
     assert progress_ranges([3_000.0, math.inf, 500_000.0, 0.0, -1.0, math.nan]) == 2
     assert progress_ranges([]) == 0
-
-
-def test_a_busy_lister_reads_the_hunger_items_sooner_only_during_the_ramp_while_most_are_hungry() -> None:
-    """fleet.hunger_poll_every: HUNGRY_POLL of the interval while more listers are hungry than busy during the
-    ramp (no 503 in the run, the fleet's pace not yet known); the interval otherwise."""
-    from hpcstage.inventory.fleet import HUNGRY_POLL, hunger_poll_every
-
-    assert hunger_poll_every(0.5, 600, 1000, ramp=True) == pytest.approx(0.5 * HUNGRY_POLL)
-    assert HUNGRY_POLL < 1
-    assert hunger_poll_every(0.5, 600, 1000, ramp=False) == 0.5
-    assert hunger_poll_every(0.5, 500, 1000, ramp=True) == 0.5  # as many busy as hungry
-    assert hunger_poll_every(0.5, 0, 0, ramp=True) == 0.5

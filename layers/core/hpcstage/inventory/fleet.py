@@ -263,16 +263,6 @@ PACE_MIN_S = 0.4
 # over uneven fan-outs; simulator, 100M deep-tree: 4,725 pages estimated where 34 were left, the fleet's sum
 # three times the truth in the tail).
 PROGRESS_CLIP_FLOORS = 4
-# A busy lister reads the hunger items every hunger_poll_s, or HUNGRY_POLL of that during the ramp
-# (``hunger_poll_every``): while its last read showed more listers hungry than busy, no 503 in the run and the
-# fleet's pace not yet known to it (FleetPace: its first reads, PACE_MIN_S apart). Then the bucket is in a few
-# ranges, the fleet waits for their donors, and a donor's read decides how soon it gives. Simulator
-# (bench/RESULTS.md, 2026-11-29): 100M users seeds 1-2 25.8 / 25.8 -> 25.1 / 25.5 s, logs-hourly 26.2 -> 25.7 /
-# 25.1, the DynamoDB cost unchanged, 25M within its noise. Read sooner all through a run that never saw a 503 or
-# is in its endgame as well: 25M 0.3-1.5 s sooner on most shapes but 0.2-0.9 points more LIST overhead and up to
-# 15 % more cost; at every read while most listers are hungry (a 100M fleet is, its partition serving a fraction
-# of its streams): twice the DynamoDB reads, +14 % of the run's cost.
-HUNGRY_POLL = 0.2
 # Stragglers. The fleet splits on hunger (``hunger_share``), and a run's ramp publishes more pieces than the
 # hungry claim: while they wait in the open ranges nobody is hungry, so no range is split, however large. Ranges
 # found large only once their streams listed some of them (Zipf-sized tenants behind 5,000 names: two S3
@@ -1365,13 +1355,6 @@ def hunger_share(hungry: int, live: int, left_keys: float, page_keys: int, floor
     return min(hungry, max(fair, held))
 
 
-def hunger_poll_every(poll_s: float, hungry: int, live: int, ramp: bool) -> float:
-    """Seconds until a busy lister's next read of the hunger items (HUNGRY_POLL): ``poll_s``, or HUNGRY_POLL of
-    it while the read showed more of the ``live`` listers ``hungry`` than busy during the ``ramp`` (no 503 in the
-    run, the fleet's pace not yet known)."""
-    return poll_s * HUNGRY_POLL if ramp and hungry > live - hungry else poll_s
-
-
 def endgame_floor(
     left_pages: float, pace: float | None, page_s: float | None, lo: float, hi: float, stale_s: float = 0.0
 ) -> float:
@@ -1919,7 +1902,6 @@ class Lister:
         self._hunger_seen = 0
         self._hunger_served = 0
         self._hunger_at = 0.0
-        self._hunger_every = self.options.hunger_poll_s  # until the next read (``hunger_poll_every``)
         self._born = time.monotonic()
         # the endgame's split floor (``endgame_floor``), set at each read of the hunger items: the fleet's pace
         # from them, this lister's page time (a moving average of its attempts' latency), and what it last told
@@ -2129,16 +2111,12 @@ class Lister:
         donor: _Stream | None = None  # computed at a read of the hunger items, else when needed
         with self._hunger_lock:
             now = time.monotonic()
-            if now - self._hunger_at >= self._hunger_every:
+            if now - self._hunger_at >= self.options.hunger_poll_s:
                 self._hunger_at = now
                 self.tell_progress()
                 read = self.store.hunger()
                 self.endgame = read.t503 > 0 and self.store.now_ms() - read.t503 >= ENDGAME_QUIET_S * 1000
                 pace = self._pace.read(now, read.pages)
-                ramp = read.t503 == 0 and pace is None
-                self._hunger_every = hunger_poll_every(
-                    self.options.hunger_poll_s, read.hungry, read.live, ramp
-                )
                 if read.t503 == 0 and pace is not None and now - self._born >= ENDGAME_QUIET_S:
                     self.endgame = True  # never throttled: the pace decides the floor (ENDGAME_QUIET_S)
                 hungry = max(0, read.hungry - (1 if self._hungry else 0))
