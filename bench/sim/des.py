@@ -556,7 +556,7 @@ class Node:
         "pace",
         "eg_floor",
         "fresh_open",
-        "poll_every",
+        "poll_factor",
     )
 
     def __init__(self, nid: int, k: int, cpu_per_page: float, quota: int, home: int) -> None:
@@ -584,8 +584,8 @@ class Node:
         self.last_exp = -1e9
         self.pages = 0
         self.last_poll = -1e9
-        # Config.poll_s (set by the sim), or less in the ramp while the fleet is mostly hungry (Config.hungry_poll)
-        self.poll_every = 0.5
+        # its next read of the hunger items comes this times Config.poll_s after the last (Config.hungry_poll)
+        self.poll_factor = 1.0
         self.pending = 0  # claims in flight (Config.claim_found)
         self.scan_step = 0
         self.scan_plan: list[int] = []  # the other shards the scan under way reads after the home one
@@ -914,7 +914,8 @@ class Sim:
         if self.cfg.mode != "host" and st.since_ck >= self.cfg.ckpt_pages:
             self.checkpoint(st, tc, final=False)
             return
-        if self.cfg.page_poll and self.cfg.mode == "fleet" and self.now - node.last_poll >= node.poll_every:
+        due = self.cfg.poll_s * node.poll_factor
+        if self.cfg.page_poll and self.cfg.mode == "fleet" and self.now - node.last_poll >= due:
             # fleet.Lister.wanted, asked after every page: the hunger shards are read at most every poll_s
             self.poll_hunger(node)
         # fleet.Lister.wanted: the lister's idle streams are fed first, by this split; the remote share read
@@ -1492,7 +1493,6 @@ class Sim:
                 issued = max(issued, t + (i - lp.scale_burst + 1) / lp.scale_per_s)
             start = issued + lp.cold_start_s * self.lognorm(cfg.cold_sigma)
             node = Node(i, k, lp.cpu_per_page_s, self.p.retry.quota_capacity, i % cfg.shards)
-            node.poll_every = cfg.poll_s
             node.invoked = issued
             node.started = start
             # the rotation's start (random in the fleet; a hash of the index here, so that the seeded draws
@@ -1807,9 +1807,7 @@ class Sim:
         hunger = sum(s.hunger for s in self.shards)
         # Config.hungry_poll (not the fleet's): the next read sooner during the ramp while the fleet is mostly hungry
         ramp = node.fleet_t503 == -math.inf and pace is None
-        node.poll_every = self.cfg.poll_s * (
-            self.cfg.hungry_poll if ramp and hunger > self.live - hunger else 1.0
-        )
+        node.poll_factor = self.cfg.hungry_poll if ramp and hunger > self.live - hunger else 1.0
         if hunger <= 0 and not self.cfg.straggler_ratio:
             return
         # fleet.Lister.wanted/give: the hunger read goes to the lister's stream with the most keys left by
