@@ -17,7 +17,10 @@ Cut points come from what the donor has read, never from an assumed alphabet:
   one request; the next split of a bounded piece then interpolates;
 - a remainder that reaches past the directory ``pos`` is in is first asked about: ListObjectsV2 with
   Delimiter="/" names its directories (``Cursor.explore``), which become the cut points, sized by a tree
-  estimate (``Cursor._tree_estimate``). These are the only requests the engine adds to the listing's own.
+  estimate (``Cursor._tree_estimate``). These are the only requests the engine adds to the listing's own;
+- where a remainder is cut by interpolation (a flat range, or the files of the directory pos is in), each
+  piece but the last is sized at whole pages less a tenth by the density listed (``Cursor._aligned_cuts``,
+  PAGE_MARGIN), so that its last page, a billed request like any other, is nearly full.
 
 Nothing here does I/O: the caller sends the request ``Cursor.request()`` describes and feeds the answer to
 ``Cursor.take``. ``LocalPool`` is the in-memory meeting point of the streams of one process; the fleet's
@@ -165,6 +168,19 @@ SIBLINGS_SEEN = 2
 # 380 keys: 9,965 splits, 26.2 % more LIST requests than keys / 1,000, 11.8 s; halved only past the estimate:
 # 593 splits, 7.4 %, 11.4 s).
 BISECT_DIRS = 4
+
+# A piece's pages start at its start, so its last page holds what is left of its keys after whole pages: a
+# piece of K keys costs ceil(K / 1,000) requests, K / 1,000 and up to one more. Where the donor interpolates
+# over a flat remainder, it knows the keys a piece will hold from the density it listed, so it sizes each piece
+# but the last at whole pages less PAGE_MARGIN of a page (``Cursor._aligned_cuts``): its last page is then
+# nearly full. The cost of a piece is the margin plus the chance that the piece holds more than its estimate
+# by over the margin (its last page then holds a few keys): where keys are regular (counters, sequence
+# numbers, the simulator's codes) a tenth of a request; where their count in a span is random (hashes), the
+# chance that a piece's keys fall anywhere in a page, half a request as without. Pieces cut at equal
+# fractions of a regular key space all hold the same keys modulo a page, so the run's overhead was whatever
+# that remainder happened to be: simulator, 25M uniform, 490 of 1,036 ranges held K = 900 modulo 1,000
+# (0.41 a range), a 12-digit counter 877 of 1,143 held 300 modulo 1,000 (0.72 a range; bench/RESULTS.md).
+PAGE_MARGIN = 0.1
 
 # Cuts placed at the prefix's own level when nothing there was sampled: the space above is unknown, and
 # every cut that lands in empty space costs a request, so only a few.
@@ -572,10 +588,23 @@ class Cursor:
             end = code_top(code_run(seen, len(self.prefix)), seen, self.prefix)
             if end is None:
                 return None
-        first, pos = self.first, self.pos
-        if pos >= end:
+        if self.pos >= end:
             return 0.0
-        objects = self.objects
+        model = self._flat_model(end)
+        if model is None:
+            return None
+        frame, at, per_unit = model
+        if frame is None:
+            return 0.0
+        return per_unit * (frame.hi_c - at) / page_keys
+
+    def _flat_model(self, end: str) -> tuple[Interval | None, int, float] | None:
+        """The interpolation ``_flat_pages`` sizes (pos, end] by: the interval (first, end) in the alphabet of
+        the keys listed, pos's coordinate in it and the keys a coordinate unit holds (the density listed);
+        None when unknown, a None interval when (pos, end] has no room for a key."""
+        assert self.first is not None and self.pos is not None
+        first, pos = self.first, self.pos
+        objects = self.objects - 1  # the keys taken after first, up to pos
         page = sorted(set(self.sample))
         code = code_run(page, len(self.prefix))
         if code is not None and first[: code.start] != pos[: code.start]:
@@ -586,12 +615,57 @@ class Cursor:
             return None
         frame = _frame(first, end, sorted({first, *page}), code, close_singletons=True)
         if frame is None:
-            return 0.0
+            return None, 0, 0.0
         at = frame.coord(pos)
         read = at - frame.lo_c
         if read <= 0:
             return None
-        return objects * (frame.hi_c - at) / read / page_keys
+        return frame, at, objects / read
+
+    def _aligned_cuts(
+        self, ways: int, page_keys: int, hi: str | None, model: tuple[Interval | None, int, float] | None
+    ) -> tuple[list[str], list[float]] | None:
+        """Cut points for a remainder (pos, hi] into ``ways`` pieces of about equal keys, each but the last
+        sized at whole pages less PAGE_MARGIN by the interpolation ``model`` (an interval over the keys,
+        pos's coordinate in it and the keys a unit holds: ``_flat_model`` for a flat range,
+        ``_leaf_cut_model`` for the files of pos's directory), and the keys of each piece; None where there is no such model,
+        no ``hi``, a piece of under a page or a cut with no room.
+
+        (The files of a directory interpolated up to the directory's end, in the alphabet closed over each
+        position's class as ``_flat_pages`` estimates, spread cuts past the last file: in the simulator, 25M
+        dated, 5,328 empty pieces. Up to the last name the code of the names can spell, they stay among
+        them.)"""
+        if ways < 2 or hi is None or model is None or model[0] is None or self.pos is None:
+            return None
+        frame, at, per_unit = model
+        assert frame is not None
+        if self.pos >= hi or per_unit <= 0:
+            return None
+        total = per_unit * (frame.coord(hi) - at)
+        share = total / ways / page_keys  # pages a piece
+        if share < 1:
+            return None
+        margin = PAGE_MARGIN * page_keys
+        cuts: list[str] = []
+        sizes: list[float] = []
+        last_pages = 0
+        for i in range(1, ways):
+            pages = max(last_pages + 1, round(i * share))
+            keys = pages * page_keys - i * margin  # whole pages less a margin, each piece before this cut
+            if keys >= total:
+                break
+            cut = frame.key_at(at + math.ceil(keys / per_unit))
+            if cut is None or not (self.pos < cut < hi) or (cuts and cut <= cuts[-1]):
+                return None
+            if not cut.startswith(self.prefix):
+                return None
+            sizes.append((pages - last_pages) * page_keys - margin)
+            cuts.append(cut)
+            last_pages = pages
+        if not cuts:
+            return None
+        sizes.append(total - sum(sizes))
+        return cuts, sizes
 
     def _crossing_pages(self, page_keys: int) -> tuple[float | None, Tree | None]:
         """Pages left in a remainder that crosses directories: the estimate from the explored tree, else
@@ -960,6 +1034,35 @@ class Cursor:
         total = max(float(objects), density * frame.width)
         return max(0.0, total - density * (c_pos - frame.lo_c)), total
 
+    def _leaf_cut_model(self, leaf: str) -> tuple[Interval, int, float] | None:
+        """The interpolation ``_aligned_cuts`` cuts the files of ``leaf`` (pos's directory) by, when the cursor
+        listed them from the first key it took: the interval from that key to the last name the code of
+        their names can spell (``keys.code_run``: every position of the code its alphabet's last character,
+        then pos's suffix), pos's coordinate in it and the keys a unit holds. None when the names are no
+        code or the listing began outside ``leaf``.
+
+        (``_leaf_size``'s interval, from the directory's own name to just past the code's alphabet, holds
+        values no name takes at its top positions, an end and a character past the alphabet: a density
+        measured near the first names and extrapolated across them was 10 % high over 6-digit names, so
+        pieces missed their whole pages.)"""
+        first, pos = self.first, self.pos
+        if first is None or pos is None or not first.startswith(leaf) or first >= pos:
+            return None
+        ordered = sorted({first, *(k for k in self.sample if k.startswith(leaf)), pos})
+        code = code_run(ordered, len(leaf))
+        if code is None or code.end > len(pos):
+            return None
+        last = pos[: code.start] + chr(max(code.alphabet)) * (code.end - code.start) + pos[code.end :]
+        if last <= pos:
+            return None
+        frame = _frame(first, last, ordered, code)
+        if frame is None:
+            return None
+        c_first, c_pos = frame.coord(first), frame.coord(pos)
+        if c_pos <= c_first:
+            return None
+        return frame, c_pos, (self.objects - 1) / (c_pos - c_first)  # the keys taken after first
+
     def _tree_estimate(self) -> Tree | None:
         """(keys left, of them in pos's directory, [(directory, its keys)]) for a remainder that crosses
         directories, or None until every level it spans has been explored.
@@ -1098,16 +1201,28 @@ class Cursor:
                 or (i > 0 and self._single_child(level))
                 for i, level in enumerate(needed)
             )
-            if self.end is None or leaf_end < self.end:
-                if small_past:
-                    cuts = cut_points(self.pos, leaf_end, self.prefix, self.sample, ways)
-                else:
-                    cuts = [*cut_points(self.pos, leaf_end, self.prefix, self.sample, ways - 1), leaf_end]
-            else:
-                cuts = cut_points(self.pos, self.end, self.prefix, self.sample, ways)
+            past_leaf = self.end is None or leaf_end < self.end
+            inside = ways - 1 if past_leaf and not small_past else ways
+            hi = leaf_end if past_leaf else self.end
+            aligned = self._aligned_cuts(inside, policy.page_keys, hi, self._leaf_cut_model(levels[-1]))
+            if aligned is not None:
+                cuts, sizes = aligned
+                if inside < ways:
+                    # the space past the leaf, a piece of its own, sized by what the estimate leaves
+                    total = (est or 0) * policy.page_keys
+                    return self._give([*cuts, leaf_end], [*sizes, max(0.0, total - sum(sizes))], new_id)
+                return self._give(cuts, sizes, new_id)
+            cuts = cut_points(self.pos, hi, self.prefix, self.sample, inside)
+            if inside < ways:
+                cuts.append(leaf_end)
         else:
-            cuts = cut_points(self.pos, self.range.end, self.prefix, self.sample, ways)
             self.cut_path = "flat"
+            end = self.range.end
+            model = self._flat_model(end) if end is not None and self.first is not None else None
+            aligned = self._aligned_cuts(ways, policy.page_keys, end, model)
+            if aligned is not None:
+                return self._give(*aligned, new_id)
+            cuts = cut_points(self.pos, self.range.end, self.prefix, self.sample, ways)
         each = int((est or 0) * policy.page_keys / (len(cuts) + 1))
         return self._give(cuts, [each] * (len(cuts) + 1), new_id)
 

@@ -1,0 +1,124 @@
+"""A flat remainder is cut into pieces of whole pages less a margin (steal.PAGE_MARGIN), so that each piece's
+last page, a billed request, is nearly full."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import random
+
+from fakes import FakeS3
+from hpcstage.inventory.model import KeyRange
+from hpcstage.inventory.steal import PAGE_MARGIN, Cursor, SplitPolicy
+
+PAGE = 1000
+
+
+def _listed(keys: list[str], start_after: str | None, end: str) -> int:
+    lo = 0 if start_after is None else bisect.bisect_right(keys, start_after)
+    return bisect.bisect_right(keys, end) - lo
+
+
+def _requests_beyond_keys(n: int) -> float:
+    """A range of n keys listed from its start costs ceil(n / PAGE) requests: this many beyond n / PAGE."""
+    return math.ceil(n / PAGE) - n / PAGE
+
+
+def _split_after(keys: list[str], pages: int, ways: int, prefix: str = "") -> tuple[Cursor, list[KeyRange]]:
+    cur = Cursor(KeyRange(id="r", start_after=None, end=keys[-1]), prefix=prefix)
+    for p in range(pages):
+        cur.take(keys[p * PAGE : (p + 1) * PAGE], True, f"token-{p}")
+    ids = itertools.count()
+    given = cur.split(ways, SplitPolicy(min_split_pages=2, page_keys=PAGE), lambda: f"p{next(ids)}")
+    return cur, given
+
+
+def test_pieces_of_a_counter_hold_whole_pages_less_the_margin() -> None:
+    keys = [f"scan/{i:08d}.dcm" for i in range(0, 400_000, 3)]
+    cur, given = _split_after(keys, pages=3, ways=6, prefix="scan/")
+    assert cur.cut_path == "flat"
+    assert len(given) == 5
+    bounds = [cur.pos, cur.range.end, *(g.end for g in given)]
+    assert bounds[-1] == keys[-1]
+    held = [_listed(keys, a, b) for a, b in itertools.pairwise(bounds)]
+    assert sum(held) == len(keys) - 3 * PAGE
+    # every piece but the last (which ends where the range did) ends a tenth of a page short of a whole page
+    for n in held[:-1]:
+        assert 20 * PAGE < n < 22 * PAGE
+        assert abs(_requests_beyond_keys(n) - PAGE_MARGIN) < 0.02
+    # and their estimates say so: whole pages (21 or 22, the remainder being 21.7 a piece) less the margin
+    estimates = [cur.range.estimate, *(g.estimate for g in given[:-1])]
+    assert estimates == [22 * PAGE - 100, 21 * PAGE - 100, 22 * PAGE - 100, 22 * PAGE - 100, 22 * PAGE - 100]
+
+
+def test_random_keys_are_cut_into_tiling_pieces_near_whole_pages() -> None:
+    rnd = random.Random(7)
+    keys = sorted({f"{rnd.getrandbits(64):016x}" for _ in range(120_000)})
+    cur, given = _split_after(keys, pages=4, ways=8)
+    assert cur.cut_path == "flat"
+    bounds = [cur.pos, cur.range.end, *(g.end for g in given)]
+    assert all(a < b for a, b in itertools.pairwise(bounds))
+    assert bounds[-1] == keys[-1]
+    held = [_listed(keys, a, b) for a, b in itertools.pairwise(bounds)]
+    assert sum(held) == len(keys) - 4 * PAGE
+    # a random sample's count in a span varies by about its square root: within two pages of 14.5 pages
+    assert all(abs(n - 14.5 * PAGE) < 2 * PAGE for n in held)
+
+
+def test_pieces_under_a_page_are_not_aligned() -> None:
+    """A remainder of under a page a piece is cut at equal fractions, as before."""
+    keys = [f"{i:06d}" for i in range(0, 30_000, 7)]
+    cur = Cursor(KeyRange(id="r", start_after=None, end=keys[-1]))
+    cur.take(keys[:100], True, "t")
+    ids = itertools.count()
+    given = cur.split(8, SplitPolicy(min_split_pages=0.1, page_keys=PAGE), lambda: f"p{next(ids)}")
+    assert cur.cut_path == "flat"
+    assert len(given) == 7
+    held = [
+        _listed(keys, a, b) for a, b in itertools.pairwise([cur.pos, cur.range.end, *(g.end for g in given)])
+    ]
+    assert sum(held) == len(keys) - 100
+    assert all(abs(n - (len(keys) - 100) / 8) < 10 for n in held)
+
+
+def test_the_files_of_the_directory_being_listed_are_cut_into_whole_pages() -> None:
+    """The leaf path: a remainder past the directory pos is in (d/x/), where S3 named no other directory, is
+    cut among d/x/'s files, sized by the density listed there; each piece but the last holds whole pages less
+    the margin, and the pieces, listed, give every key once. (The names spread over their code's space, as
+    hashes or ids do; a counter that fills only its low end is sized as if it filled it all.)"""
+    page = 100
+    keys = [f"d/x/{i:06d}.h5" for i in range(0, 1_000_000, 50)]
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=1, page_keys=page)
+    cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))
+    for p in range(3):
+        cur.take(keys[p * page : (p + 1) * page], True, f"token-{p}")
+    answer_explores(cur, s3, 5, policy)
+    given = cur.split(5, policy, iter(f"p{i}" for i in range(5)).__next__)
+    assert cur.cut_path == "leaf"
+    assert len(given) == 4
+    bounds = [cur.pos, cur.range.end, *(g.end for g in given)]
+    held = [_listed(keys, a, b) for a, b in itertools.pairwise(bounds)]
+    assert sum(held) == len(keys) - 3 * page
+    for n in held[:-1]:
+        assert n % page == page - PAGE_MARGIN * page
+    listed = keys[: 3 * page]
+    for rng in given:
+        piece = Cursor(rng)
+        while not piece.done:
+            resp = s3.list_objects_v2(Bucket="bkt", **piece.request(page))
+            got = [o["Key"] for o in resp.get("Contents", [])]
+            listed += got[: piece.take(got, resp["IsTruncated"], resp.get("NextContinuationToken"))]
+    kept = [k for k in keys if cur.pos < k <= cur.range.end]  # type: ignore[operator]
+    assert sorted(listed + kept) == keys
+
+
+def answer_explores(cur: Cursor, s3: FakeS3, ways: int, policy: SplitPolicy) -> None:
+    """Send the cursor's directory requests as lister.list_range does."""
+    for _ in range(5):
+        q = cur.explore(ways, policy)
+        if q is None:
+            break
+        resp = s3.list_objects_v2(Bucket="bkt", **q)
+        cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
