@@ -34,7 +34,7 @@ from typing import Any
 from hpcstage.inventory.fleet import MIN_SPLIT_PAGES
 
 from bench.sim.des import PAGE, Config, Sim, keys_in
-from bench.sim.des_shapes import ALL_SHAPES, make_any
+from bench.sim.des_shapes import make_any, shape_names
 
 
 @dataclass
@@ -185,7 +185,7 @@ def main() -> None:
         help="the flat estimates of remainders reaching past the donor's directory before their tree is known",
     )
     args = ap.parse_args()
-    shapes = list(ALL_SHAPES) if args.shapes == "all" else args.shapes.split(",")
+    shapes = shape_names(args.shapes)
     print(
         "| shape | makespan s | LIST overhead | pieces | under 8 pages | log2(est/true) p10 / p50 / p90 | "
         "directory requests | of them for remainders under 2 floors | exact |"

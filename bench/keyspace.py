@@ -133,10 +133,36 @@ class Codes:
         return i + 1 if self.code(i) <= c else i
 
 
+class Counter:
+    """Zero-padded decimal counters ``start``, ``start + step``, ... (``n`` of them), each followed by
+    ``suffix``: the low end of their code space only, as frame and step numbers fill it (``Codes`` spreads
+    its codes over the whole space, as hashes and ids are)."""
+
+    __slots__ = ("n", "width", "suffix", "start", "step")
+
+    def __init__(self, n: int, width: int, suffix: str = "", start: int = 0, step: int = 1) -> None:
+        if n < 0 or step < 1 or start + step * n > 10**width:
+            raise ValueError(f"{n} counters from {start} by {step} do not fit {width} digits")
+        self.n, self.width, self.suffix, self.start, self.step = n, width, suffix, start, step
+
+    def key(self, i: int) -> str:
+        return f"{self.start + i * self.step:0{self.width}d}{self.suffix}"
+
+    def count_le(self, y: str) -> int:
+        lo, hi = 0, self.n  # the keys before lo are <= y, those from hi on are not
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.key(mid) <= y:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+
 class Blocks:
     """Keys of several inner models, each under its own prefix; prefixes must be prefix-free."""
 
-    def __init__(self, prefixes: Sequence[str], inners: Sequence[Codes | Blocks]) -> None:
+    def __init__(self, prefixes: Sequence[str], inners: Sequence[Codes | Counter | Blocks]) -> None:
         order = sorted(range(len(prefixes)), key=lambda i: prefixes[i])
         self.prefixes = [prefixes[i] for i in order]
         self.inners = [inners[i] for i in order]

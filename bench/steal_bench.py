@@ -33,7 +33,7 @@ from hpcstage.inventory.fleet import (
 from hpcstage.inventory.steal import DEFAULT_MIN_SPLIT_PAGES
 
 from bench.sim.des import ORACLE_SCOPES, Config, Result, sequential_time, simulate
-from bench.sim.des_shapes import ALL_SHAPES, make_any
+from bench.sim.des_shapes import ALL_SHAPES, make_any, shape_names
 from bench.sim.params import DEFAULT
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -156,7 +156,12 @@ def md(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="25e6")
-    ap.add_argument("--shapes", default="all", help="comma-separated, or 'all' (%s)" % ", ".join(ALL_SHAPES))
+    ap.add_argument(
+        "--shapes",
+        default="all",
+        help="comma-separated, 'all' (the twelve of DEFAULT_SHAPES) or 'checks' (CHECK_SHAPES): %s"
+        % ", ".join(ALL_SHAPES),
+    )
     ap.add_argument("--mode", default="fleet", help="fleet, host, static, sequential (comma-separated)")
     ap.add_argument("--seeds", type=int, default=1, help="how many seeds: --first-seed and those after it")
     ap.add_argument("--first-seed", type=int, default=1)
@@ -357,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         "on average: N*v rows in the same key order, printed beside the unversioned run",
     )
     args = ap.parse_args(argv)
-    shapes = list(ALL_SHAPES) if args.shapes == "all" else args.shapes.split(",")
+    shapes = shape_names(args.shapes)
     sizes = [int(x) for x in _floats(args.sizes)]
     cfgs = configs(args)
     params = DEFAULT.with_s3(partition_rate_limit=args.partition_rate)

@@ -19,6 +19,18 @@
 - ``logs-hourly``: ``logs/app=<app>/year=2025/month=MM/day=DD/hour=HH/<32 hex>.json.gz``, six apps of
   Zipf(1.5) sizes, a diurnal cycle over the hours: Hive-style partitions five levels deep (2026-11-27).
 
+Checks added on 2026-11-29 (``CHECK_SHAPES``, ``--shapes checks``), layouts common in research data that no
+shape above has:
+- ``frames``: ``exp/<run>/frame_<6 digits>.tif``, 3,000 runs of Zipf(0.9) sizes, frames numbered from 0 in
+  each: counters that fill the low end of their padded width.
+- ``counter``: ``frames/<10 digits>.png`` numbered from 0: one counter for the whole bucket.
+- ``sequential-ids``: ``scans/<12 digits>.dcm``, ids spread evenly over their space (``Codes``).
+- ``dir-per-object``: ``results/<12 hex>/out.json``: every directory holds one object.
+- ``giants-and-dust``: ``data/<name>/...``: 12 directories hold 99 % of the keys, 100,000 hold one each.
+And, by name only (its keys are held in memory: about 4 GB at 25M), ``random-hex``: 32-hex names drawn at
+random, so that the keys in a span vary as a random sample's do (``Codes`` places one a slot: its counts in a
+span are exact to a key).
+
 Like bench.keyspace's shapes, keys are computed from their rank; construction is O(blocks).
 """
 
@@ -26,7 +38,18 @@ from __future__ import annotations
 
 import random
 
-from bench.keyspace import BASE36, HEX, SHAPES, Blocks, Codes, Keyspace, _apportion, _width_for
+from bench.keyspace import (
+    BASE36,
+    HEX,
+    SHAPES,
+    Blocks,
+    Codes,
+    Counter,
+    Keyspace,
+    _apportion,
+    _width_for,
+    explicit,
+)
 
 
 def _zipf(k: int, s: float, rnd: random.Random) -> list[float]:
@@ -236,6 +259,73 @@ def logs_hourly(n: int, seed: int = 16) -> Keyspace:
     return Keyspace("logs-hourly", Blocks(["logs/"], [Blocks(pref, inner)]), seed=seed, size_median=200_000)
 
 
+DIGITS = "0123456789"
+
+
+def frames(n: int, seed: int = 36) -> Keyspace:
+    """exp/<run>/frame_<6 digits>.tif: 3,000 runs of Zipf(0.9) sizes, frames numbered from 0 in each."""
+    rnd = random.Random(seed)
+    names: set[str] = set()
+    while len(names) < 3000:
+        names.add("".join(rnd.choice(USER_CHARS) for _ in range(6)) + f"-{rnd.randrange(1000):03d}/")
+    runs = sorted(names)
+    counts = _apportion(n, _zipf(len(runs), 0.9, rnd))
+    pref, inner = [], []
+    for run, c in zip(runs, counts, strict=True):
+        if c:
+            pref.append(run)
+            inner.append(Blocks(["frame_"], [Counter(c, max(6, len(str(c))), ".tif")]))
+    return Keyspace("frames", Blocks(["exp/"], [Blocks(pref, inner)]), seed=seed)
+
+
+def counter(n: int, seed: int = 35) -> Keyspace:
+    """frames/<10 digits>.png numbered from 0: one counter for the whole bucket."""
+    return Keyspace("counter", Blocks(["frames/"], [Counter(n, max(10, len(str(n))), ".png")]), seed=seed)
+
+
+def sequential_ids(n: int, seed: int = 32) -> Keyspace:
+    """scans/<12 digits>.dcm: ids spread evenly over their space."""
+    return Keyspace(
+        "sequential-ids", Blocks(["scans/"], [Codes(n, DIGITS, 12, ".dcm", salt=seed)]), seed=seed
+    )
+
+
+def dir_per_object(n: int, seed: int = 31) -> Keyspace:
+    """results/<12 hex>/out.json: every directory holds one object."""
+    return Keyspace(
+        "dir-per-object", Blocks(["results/"], [Codes(n, HEX, 12, "/out.json", salt=seed)]), seed=seed
+    )
+
+
+def giants_and_dust(n: int, seed: int = 33) -> Keyspace:
+    """data/<name>/...: 12 directories hold 99 % of the keys (<base36>.nc), up to 100,000 hold one (.txt)."""
+    rnd = random.Random(seed)
+    dust = min(100_000, n // 100)
+    names = sorted({"".join(rnd.choice(USER_CHARS) for _ in range(10)) for _ in range(dust + 12)})
+    giants = set(rnd.sample(range(len(names)), 12))
+    counts = _apportion(n - dust, [rnd.uniform(0.5, 2.0) for _ in range(12)])
+    pref: list[str] = []
+    inner: list[Codes | Counter | Blocks] = []
+    left = dust
+    for i, name in enumerate(names):
+        if i in giants:
+            pref.append(name + "/")
+            inner.append(
+                Codes(counts[len([g for g in giants if g < i])], BASE36, 10, ".nc", salt=seed * 1000 + i)
+            )
+        elif left > 0:
+            pref.append(name + "/")
+            inner.append(Codes(1, BASE36, 6, ".txt", salt=seed * 1000 + i))
+            left -= 1
+    return Keyspace("giants-and-dust", Blocks(["data/"], [Blocks(pref, inner)]), seed=seed)
+
+
+def random_hex(n: int, seed: int = 34) -> Keyspace:
+    """32-hex names drawn at random (held in memory)."""
+    rnd = random.Random(seed)
+    return explicit([f"{rnd.getrandbits(128):032x}" for _ in range(n)], name="random-hex", seed=seed)
+
+
 EXTRA_SHAPES = {
     "deep-tree": deep_tree,
     "nonascii": nonascii,
@@ -244,7 +334,26 @@ EXTRA_SHAPES = {
     "users": users,
     "logs-hourly": logs_hourly,
 }
-ALL_SHAPES = {**SHAPES, **EXTRA_SHAPES}
+CHECK_SHAPES = {
+    "frames": frames,
+    "counter": counter,
+    "sequential-ids": sequential_ids,
+    "dir-per-object": dir_per_object,
+    "giants-and-dust": giants_and_dust,
+}
+# the twelve shapes `--shapes all` runs (as before 2026-11-29), and every shape by name
+DEFAULT_SHAPES = {**SHAPES, **EXTRA_SHAPES}
+ALL_SHAPES = {**DEFAULT_SHAPES, **CHECK_SHAPES, "random-hex": random_hex}
+
+
+def shape_names(arg: str) -> list[str]:
+    """The shapes a ``--shapes`` argument names: "all" (the twelve of DEFAULT_SHAPES), "checks" (CHECK_SHAPES),
+    or names separated by commas."""
+    if arg == "all":
+        return list(DEFAULT_SHAPES)
+    if arg == "checks":
+        return list(CHECK_SHAPES)
+    return arg.split(",")
 
 
 def make_any(shape: str, n: int) -> Keyspace:

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from bench import keyspace as K
+from bench.sim.des_shapes import CHECK_SHAPES, make_any
 
 
 @pytest.mark.parametrize("shape", sorted(K.SHAPES))
@@ -49,3 +50,29 @@ def test_prefix_counts() -> None:
     keys = [ks.key(r) for r in range(ks.n)]
     for p in ("da", "日本", "😀", "Z", " ", "x/", "~"):
         assert ks.count_prefix(p) == sum(k.startswith(p) for k in keys)
+
+
+@pytest.mark.parametrize("shape", [*sorted(CHECK_SHAPES), "random-hex"])
+def test_the_check_shapes_keys_are_sorted_and_ranks_exact(shape: str) -> None:
+    ks = make_any(shape, 6_000)
+    keys = [ks.key(r) for r in range(ks.n)]
+    assert ks.n == 6_000
+    assert keys == sorted(keys) and len(set(keys)) == ks.n
+    rnd = random.Random(shape)
+    probes = ["", "\U0010ffff", "exp/", "frames/", "frames/0000001", "results/", "scans/", "data/"]
+    for _ in range(300):
+        k = rnd.choice(keys)
+        cut = rnd.randrange(len(k) + 1)
+        probes += [k, k[:cut], k[:cut] + chr(rnd.randrange(0x20, 0x7F)), k + "\x7f"]
+    for x in probes:
+        assert ks.count_le(x) == bisect.bisect_right(keys, x), x
+
+
+def test_counters_fill_the_low_end_of_their_width() -> None:
+    c = K.Counter(1_500, 6, ".tif")
+    assert [c.key(0), c.key(1_499)] == ["000000.tif", "001499.tif"]
+    assert c.count_le("000999.tif") == 1_000 and c.count_le("001") == 1_000 and c.count_le("9") == 1_500
+    with pytest.raises(ValueError):
+        K.Counter(10, 1, step=2)
+    frames = make_any("frames", 100_000)
+    assert frames.key(0).endswith("/frame_000000.tif")

@@ -288,14 +288,14 @@ def test_bounded_split_interpolates_in_the_learned_alphabet() -> None:
 
 
 def test_cursor_split_keeps_the_lower_part() -> None:
-    keys = [f"{i:06d}" for i in range(0, 100_000, 7)]
-    cur = Cursor(KeyRange(id="r", start_after=None, end="099999"))
+    keys = [f"{i:07d}" for i in range(0, 10_000_000, 701)]  # ids spread over their space, not a counter
+    cur = Cursor(KeyRange(id="r", start_after=None, end="9999999"))
     n = cur.take(keys[:100], True, keys[99])
     assert n == 100
     given_ = cur.split(4, SplitPolicy(min_split_pages=1, page_keys=100), iter(["x", "y", "z"]).__next__)
     assert [g.id for g in given_] == ["x", "y", "z"]
     bounds = [cur.range.start_after, cur.range.end] + [g.end for g in given_]
-    assert bounds[0] is None and bounds[-1] == "099999"
+    assert bounds[0] is None and bounds[-1] == "9999999"
     assert cur.range.end == given_[0].start_after
     assert all(a.end == b.start_after for a, b in zip(given_, given_[1:], strict=False))
     # the donor's next page is cut at its new end
@@ -529,13 +529,13 @@ def test_the_empty_space_past_the_last_directory_goes_with_the_last_piece() -> N
     """A remainder (pos, "d/y/"] whose only directory is pos's own (d/x/): every level asked named nothing
     past pos, so past d/x/ lie at most the files those answers named (none). The last piece reaches to the
     end instead of a piece (d/x0, d/y/] that would cost a request to find empty: no page comes back empty."""
-    keys = [f"d/x/{i:03d}" for i in range(1000)]
+    keys = sorted(f"d/x/{i * 4099 % 65536:04x}" for i in range(1000))  # ids over their space, not a counter
     s3 = FakeS3(keys)
     policy = SplitPolicy(min_split_pages=1, page_keys=100)
     cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))
     cur.take(keys[:100], True, keys[99])
     assert answer_explores(cur, s3, 4, policy) == [
-        {"Delimiter": "/", "MaxKeys": 1000, "StartAfter": "d/x/099", "Prefix": "d/"}
+        {"Delimiter": "/", "MaxKeys": 1000, "StartAfter": keys[99], "Prefix": "d/"}
     ]
     given_ = cur.split(4, policy, iter(f"p{i}" for i in range(4)).__next__)
     assert len(given_) == 3
@@ -554,7 +554,7 @@ def test_the_empty_space_past_the_last_directory_goes_with_the_last_piece() -> N
 def test_a_level_answered_in_part_keeps_the_space_past_the_directory_apart() -> None:
     """When S3 cut a level's answer short (a thousand names, none a directory past pos), files may fill the
     space past pos's directory: it stays a piece of its own, as far as the remainder reaches."""
-    keys = [f"d/x/{i:04d}" for i in range(400)] + [f"d/x{i:05d}" for i in range(1500)]
+    keys = [f"d/x/{i * 37:05d}" for i in range(400)] + [f"d/x{i:05d}" for i in range(1500)]
     s3 = FakeS3(keys)
     policy = SplitPolicy(min_split_pages=1, page_keys=100)
     cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))

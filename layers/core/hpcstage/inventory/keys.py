@@ -134,6 +134,25 @@ class CodeRun:
         after = char_after(max(self.alphabet))
         return key[: self.start] + after if after is not None else None
 
+    def value(self, key: str) -> int | None:
+        """The code of ``key`` read as a number in the alphabet's radix (its characters' ranks, most
+        significant first); None when the key is too short or a character is not in the alphabet."""
+        if len(key) < self.end:
+            return None
+        digits = sorted(self.alphabet)
+        v = 0
+        for ch in key[self.start : self.end]:
+            d = bisect.bisect_left(digits, ord(ch))
+            if d == len(digits) or digits[d] != ord(ch):
+                return None
+            v = v * len(digits) + d
+        return v
+
+    @property
+    def space(self) -> int:
+        """How many values the code can spell."""
+        return len(self.alphabet) ** (self.end - self.start)
+
 
 def code_run(keys: Sequence[str], start: int) -> CodeRun | None:
     """The code that ``keys`` (sorted, sharing their first ``start`` characters) end in, if any.

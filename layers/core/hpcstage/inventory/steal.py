@@ -182,6 +182,22 @@ BISECT_DIRS = 4
 # (0.41 a range), a 12-digit counter 877 of 1,143 held 300 modulo 1,000 (0.72 a range; bench/RESULTS.md).
 PAGE_MARGIN = 0.1
 
+# Counters. Names that count (frame_000000.tif, frame_000001.tif, ...: frames, time steps, run numbers) take
+# one value each of their code from its low end, and nothing listed says how far they go: the whole space of
+# their padded width ("frame_999999"), right for hashes and ids spread over it, was up to a thousand times what
+# a directory held, every split spread its pieces over that space and nearly all of them found it empty
+# (simulator, 25M objects in 3,000 directories of frames numbered from 0, Zipf sizes: 33,290 empty pages,
+# 140 % LIST overhead). A run of keys whose code values are dense -- at least one key every alphabet-size
+# values and at most one a value (more is a code that names directories) -- is a counter, and what is left of
+# it is taken to be COUNTER_AHEAD times the values it has reached (``counter_left``): a counter at 4,937 goes
+# on to about 9,874, a guess that grows as the listing does; never more than its space. Only where the range
+# reaches to the end of the counter's directory, the extent nothing listed tells: not in an open range (the
+# bucket's or the prefix's first range, then its last piece: the frontier nobody else explores, whose split
+# costs at most a request a piece found empty, once), nor in a piece that ends at a cut inside the directory
+# (its donor sized it; a piece near the start of a large counter sized by what it had reached was refused
+# its splits: simulator, one counter of 100M keys, 24.5 -> 31.2 s).
+COUNTER_AHEAD = 1.0
+
 # Cuts placed at the prefix's own level when nothing there was sampled: the space above is unknown, and
 # every cut that lands in empty space costs a request, so only a few.
 UNKNOWN_LEVEL_CUTS = 4
@@ -593,15 +609,16 @@ class Cursor:
         model = self._flat_model(end)
         if model is None:
             return None
-        frame, at, per_unit = model
+        frame, at, per_unit, cap = model
         if frame is None:
             return 0.0
-        return per_unit * (frame.hi_c - at) / page_keys
+        return min(per_unit * (frame.hi_c - at), cap) / page_keys
 
-    def _flat_model(self, end: str) -> tuple[Interval | None, int, float] | None:
+    def _flat_model(self, end: str) -> tuple[Interval | None, int, float, float] | None:
         """The interpolation ``_flat_pages`` sizes (pos, end] by: the interval (first, end) in the alphabet of
-        the keys listed, pos's coordinate in it and the keys a coordinate unit holds (the density listed);
-        None when unknown, a None interval when (pos, end] has no room for a key."""
+        the keys listed, pos's coordinate in it, the keys a coordinate unit holds (the density listed) and
+        at most how many keys are left (``counter_left``; inf: no bound); None when unknown, a None interval
+        when (pos, end] has no room for a key."""
         assert self.first is not None and self.pos is not None
         first, pos = self.first, self.pos
         objects = self.objects - 1  # the keys taken after first, up to pos
@@ -615,15 +632,20 @@ class Cursor:
             return None
         frame = _frame(first, end, sorted({first, *page}), code, close_singletons=True)
         if frame is None:
-            return None, 0, 0.0
+            return None, 0, 0.0, 0.0
         at = frame.coord(pos)
         read = at - frame.lo_c
         if read <= 0:
             return None
-        return frame, at, objects / read
+        cap = self._counter_left(code, first, pos, objects)
+        return frame, at, objects / read, math.inf if cap is None else cap
 
     def _aligned_cuts(
-        self, ways: int, page_keys: int, hi: str | None, model: tuple[Interval | None, int, float] | None
+        self,
+        ways: int,
+        page_keys: int,
+        hi: str | None,
+        model: tuple[Interval | None, int, float, float] | None,
     ) -> tuple[list[str], list[float]] | None:
         """Cut points for a remainder (pos, hi] into ``ways`` pieces of about equal keys, each but the last
         sized at whole pages less PAGE_MARGIN by the interpolation ``model`` (an interval over the keys,
@@ -631,17 +653,19 @@ class Cursor:
         ``_leaf_cut_model`` for the files of pos's directory), and the keys of each piece; None where there is no such model,
         no ``hi``, a piece of under a page or a cut with no room.
 
+        A counter's pieces lie within what is left of it by ``counter_left``; the last reaches to ``hi``.
+
         (The files of a directory interpolated up to the directory's end, in the alphabet closed over each
         position's class as ``_flat_pages`` estimates, spread cuts past the last file: in the simulator, 25M
         dated, 5,328 empty pieces. Up to the last name the code of the names can spell, they stay among
         them.)"""
         if ways < 2 or hi is None or model is None or model[0] is None or self.pos is None:
             return None
-        frame, at, per_unit = model
+        frame, at, per_unit, cap = model
         assert frame is not None
         if self.pos >= hi or per_unit <= 0:
             return None
-        total = per_unit * (frame.coord(hi) - at)
+        total = min(per_unit * (frame.coord(hi) - at), cap)
         share = total / ways / page_keys  # pages a piece
         if share < 1:
             return None
@@ -1000,6 +1024,17 @@ class Cursor:
             children=children,
         )
 
+    def _counter_left(self, code: CodeRun | None, first: str, pos: str, after: int) -> float | None:
+        """``counter_left`` where the range reaches to the end of pos's directory (or past it); None where
+        it is open, or ends at a cut inside that directory (see COUNTER_AHEAD)."""
+        end = self.range.end
+        if end is None:
+            return None
+        leaf = pos[: pos.rfind(DIR_DELIMITER) + 1]
+        if len(leaf) <= len(self.prefix) or end < _past(leaf):
+            return None
+        return counter_left(code, first, pos, after)
+
     def _leaf_size(self, leaf: str) -> tuple[float, float] | None:
         """(keys left in ``pos``'s directory ``leaf`` after pos, keys it holds), from the keys listed there;
         None before any key is (a versioned page whose rows are all of one key carried to the next page)."""
@@ -1032,9 +1067,14 @@ class Cursor:
             return None
         density = objects / (c_pos - c_first)
         total = max(float(objects), density * frame.width)
-        return max(0.0, total - density * (c_pos - frame.lo_c)), total
+        left = max(0.0, total - density * (c_pos - frame.lo_c))
+        cap = self._counter_left(code, first, self.pos, objects - 1)
+        if cap is not None and cap < left:
+            # a counter: as far again as it has reached (COUNTER_AHEAD), not its whole space
+            total, left = total - left + cap, cap
+        return left, total
 
-    def _leaf_cut_model(self, leaf: str) -> tuple[Interval, int, float] | None:
+    def _leaf_cut_model(self, leaf: str) -> tuple[Interval, int, float, float] | None:
         """The interpolation ``_aligned_cuts`` cuts the files of ``leaf`` (pos's directory) by, when the cursor
         listed them from the first key it took: the interval from that key to the last name the code of
         their names can spell (``keys.code_run``: every position of the code its alphabet's last character,
@@ -1061,7 +1101,9 @@ class Cursor:
         c_first, c_pos = frame.coord(first), frame.coord(pos)
         if c_pos <= c_first:
             return None
-        return frame, c_pos, (self.objects - 1) / (c_pos - c_first)  # the keys taken after first
+        after = self.objects - 1  # the keys taken after first
+        cap = self._counter_left(code, first, pos, after)
+        return frame, c_pos, after / (c_pos - c_first), math.inf if cap is None else cap
 
     def _tree_estimate(self) -> Tree | None:
         """(keys left, of them in pos's directory, [(directory, its keys)]) for a remainder that crosses
@@ -1218,10 +1260,21 @@ class Cursor:
         else:
             self.cut_path = "flat"
             end = self.range.end
-            model = self._flat_model(end) if end is not None and self.first is not None else None
-            aligned = self._aligned_cuts(ways, policy.page_keys, end, model)
+            hi = end
+            if hi is None and self.first is not None:
+                # an open range of keys ending in a code: up to just past its alphabet, as cut_points cuts it,
+                # and what lies above (most likely nothing) a last piece of its own
+                seen = sorted({self.first, *self.sample})
+                hi = code_top(code_run(seen, len(self.prefix)), seen, self.prefix)
+            model = self._flat_model(hi) if hi is not None and self.first is not None else None
+            aligned = self._aligned_cuts(
+                ways if end is not None else max(2, ways - 1), policy.page_keys, hi, model
+            )
             if aligned is not None:
-                return self._give(*aligned, new_id)
+                cuts, sizes = aligned
+                if end is None and hi is not None:
+                    return self._give([*cuts, hi], [*sizes, 0.0], new_id)
+                return self._give(cuts, sizes, new_id)
             cuts = cut_points(self.pos, self.range.end, self.prefix, self.sample, ways)
         each = int((est or 0) * policy.page_keys / (len(cuts) + 1))
         return self._give(cuts, [each] * (len(cuts) + 1), new_id)
@@ -1264,6 +1317,22 @@ class Cursor:
         if self.pos is not None and self.pos >= cuts[0]:
             self.done = True
         return given
+
+
+def counter_left(code: CodeRun | None, first: str, pos: str, after: int) -> float | None:
+    """The keys left past ``pos`` of a counter (see COUNTER_AHEAD), ``after`` keys having been listed after
+    ``first`` up to ``pos``; None when the keys are no counter: the code is not in their names (a directory
+    level), its values are sparse or hold several keys each, or a character is not in its alphabet."""
+    if code is None or after < 1 or pos.find(DIR_DELIMITER, code.end) >= 0:
+        return None  # (a code naming directories holds many keys a value, however they count)
+    a, b = code.value(first), code.value(pos)
+    if a is None or b is None or b <= a:
+        return None
+    span = b - a
+    if span > len(code.alphabet) * after or after > span:
+        return None
+    ahead = min(COUNTER_AHEAD * (b + 1), code.space - 1 - b)
+    return after / span * max(0.0, ahead)
 
 
 def dir_levels(key: str, prefix: str) -> list[str]:

@@ -1,0 +1,104 @@
+"""Counters (frame_000000.tif, frame_000001.tif, ...) are sized by how far they have reached, not by the space
+of their padded width (steal.counter_left, COUNTER_AHEAD)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+
+import pytest
+from fakes import FakeS3
+from hpcstage.inventory.keys import code_run
+from hpcstage.inventory.model import KeyRange
+from hpcstage.inventory.steal import COUNTER_AHEAD, Cursor, SplitPolicy, counter_left
+
+PAGE = 100
+
+
+def _code(keys: list[str], start: int):  # type: ignore[no-untyped-def]
+    code = code_run(sorted(keys), start)
+    assert code is not None
+    return code
+
+
+def test_a_dense_counter_is_taken_to_go_on_as_far_again_as_it_reached() -> None:
+    keys = [f"frame_{i:06d}.tif" for i in range(1000)]
+    code = _code(keys, len("frame_"))
+    assert code.value(keys[0]) == 0 and code.value(keys[-1]) == 999 and code.space == 10**6
+    assert counter_left(code, keys[0], keys[-1], 999) == pytest.approx(COUNTER_AHEAD * 1000)
+    # from the middle of it: the values reached count, not the keys listed
+    assert counter_left(code, keys[500], keys[-1], 499) == pytest.approx(COUNTER_AHEAD * 1000)
+    # a counter stepping by 5 is still one: a key every 5 values
+    step5 = [f"t{i:07d}" for i in range(0, 5000, 5)]
+    assert counter_left(_code(step5, 1), step5[0], step5[-1], 999) == pytest.approx(999 / 4995 * 4996)
+
+
+def test_ids_spread_over_their_space_and_codes_naming_directories_are_no_counters() -> None:
+    sparse = [f"{i * 7919:08d}" for i in range(1000)]  # one id every 7,919 values
+    assert counter_left(_code(sparse, 0), sparse[0], sparse[-1], 999) is None
+    # directories named by a 4-hex code, 380 keys each: more keys than values
+    tops = [f"{i:04x}" for i in range(300)]
+    assert counter_left(_code(tops, 0), tops[0], tops[-1], 300 * 380) is None
+    # a character outside the alphabet learnt
+    assert counter_left(_code(sparse, 0), sparse[0], "0000x000", 999) is None
+
+
+def test_a_counter_near_its_space_end_is_bounded_by_it() -> None:
+    keys = [f"{i:03d}" for i in range(900, 990)]
+    code = _code(keys, 0)
+    assert counter_left(code, keys[0], keys[-1], 89) == pytest.approx(89 / 89 * (999 - 989))
+
+
+def test_a_directory_of_frames_listed_from_its_start_is_not_cut_into_empty_pieces() -> None:
+    """d/x/ holds 1,500 frames numbered from 0 (6 digits: a space of a million): after 3 pages the rest is
+    sized at about 3 pages, and a split's three pieces all hold frames. (Sized by the space, at 10,933 pages,
+    the cuts fell at frame_250224, frame_500149 and frame_750074: the donor kept all 1,200 frames left and
+    the three pieces it gave were empty.)"""
+    keys = [f"d/x/frame_{i:06d}.tif" for i in range(1500)] + [f"d/y/frame_{i:06d}.tif" for i in range(10)]
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=1, page_keys=PAGE)
+    cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))
+    for p in range(3):
+        cur.take(keys[p * PAGE : (p + 1) * PAGE], True, f"token-{p}")
+    for _ in range(5):
+        q = cur.explore(4, policy)
+        if q is None:
+            break
+        resp = s3.list_objects_v2(Bucket="bkt", **q)
+        cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
+    est = cur.remaining_pages(PAGE)
+    assert est is not None and 2.5 < est < 3.5
+    given = cur.split(4, policy, iter(f"p{i}" for i in range(4)).__next__)
+    assert cur.cut_path == "leaf"
+    assert len(given) == 2
+    bounds = [cur.pos, cur.range.end, *(g.end for g in given)]
+    held = [
+        bisect.bisect_right(keys, b) - bisect.bisect_right(keys, a) for a, b in itertools.pairwise(bounds)
+    ]  # type: ignore[arg-type]
+    assert held == [90, 90, 1020]  # a page less the margin each; the last reaches to the end
+    assert all(n > 0 for n in held)
+
+
+def test_a_counter_is_sized_by_its_reach_only_where_its_range_reaches_the_directorys_end() -> None:
+    """Where the range reaches past d/x/ the rest of its frames is as many again as listed; in an open range
+    (the frontier nobody else explores) and in a piece ending at a cut inside d/x/ (sized by its donor), the
+    space up to there counts."""
+    keys = [f"d/x/frame_{i:06d}.tif" for i in range(1500)]
+    s3 = FakeS3([*keys, "d/y/0"])
+    policy = SplitPolicy(min_split_pages=1, page_keys=PAGE)
+    estimates = []
+    for end in ("d/y/", None, "d/x/frame_100000.tif"):
+        cur = Cursor(KeyRange(id="r", start_after=None, end=end))
+        for p in range(3):
+            cur.take(keys[p * PAGE : (p + 1) * PAGE], True, f"token-{p}")
+        for _ in range(5):
+            q = cur.explore(4, policy)
+            if q is None:
+                break
+            resp = s3.list_objects_v2(Bucket="bkt", **q)
+            cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
+        estimates.append(cur.remaining_pages(PAGE))
+    past, open_, cut = estimates
+    assert past is not None and 2.5 < past < 3.5  # as many again as the 300 listed
+    assert open_ is not None and open_ > 9_000  # the space: 999,700 frames
+    assert cut is not None and cut == pytest.approx((100_000 - 299) / PAGE, rel=0.01)
