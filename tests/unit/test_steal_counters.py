@@ -102,3 +102,12 @@ def test_a_counter_is_sized_by_its_reach_only_where_its_range_reaches_the_direct
     assert past is not None and 2.5 < past < 3.5  # as many again as the 300 listed
     assert open_ is not None and open_ > 9_000  # the space: 999,700 frames
     assert cut is not None and cut == pytest.approx((100_000 - 299) / PAGE, rel=0.01)
+
+
+def test_a_counter_behind_a_long_code_is_not_bounded() -> None:
+    """Dense values at the end of a 600-character code: a bound past any float is no bound."""
+    base = "7" * 600
+    keys = [f"{base}{i:06d}" for i in range(1000)]
+    code = _code(keys, 0)
+    assert code.end - code.start == 606
+    assert counter_left(code, keys[0], keys[-1], 999) is None

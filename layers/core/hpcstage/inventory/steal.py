@@ -197,6 +197,7 @@ PAGE_MARGIN = 0.1
 # (its donor sized it; a piece near the start of a large counter sized by what it had reached was refused
 # its splits: simulator, one counter of 100M keys, 24.5 -> 31.2 s).
 COUNTER_AHEAD = 1.0
+COUNTER_MAX_AHEAD = 2**53
 
 # Cuts placed at the prefix's own level when nothing there was sampled: the space above is unknown, and
 # every cut that lands in empty space costs a request, so only a few.
@@ -650,8 +651,8 @@ class Cursor:
         """Cut points for a remainder (pos, hi] into ``ways`` pieces of about equal keys, each but the last
         sized at whole pages less PAGE_MARGIN by the interpolation ``model`` (an interval over the keys,
         pos's coordinate in it and the keys a unit holds: ``_flat_model`` for a flat range,
-        ``_leaf_cut_model`` for the files of pos's directory), and the keys of each piece; None where there is no such model,
-        no ``hi``, a piece of under a page or a cut with no room.
+        ``_leaf_cut_model`` for the files of pos's directory), and the keys of each piece; None where there
+        is no such model, no ``hi``, a piece of under a page or a cut with no room.
 
         A counter's pieces lie within what is left of it by ``counter_left``; the last reaches to ``hi``.
 
@@ -1331,8 +1332,10 @@ def counter_left(code: CodeRun | None, first: str, pos: str, after: int) -> floa
     span = b - a
     if span > len(code.alphabet) * after or after > span:
         return None
-    ahead = min(COUNTER_AHEAD * (b + 1), code.space - 1 - b)
-    return after / span * max(0.0, ahead)
+    ahead = min(b + 1, code.space - 1 - b)  # values (ints: a long code's can pass any float)
+    if ahead > COUNTER_MAX_AHEAD:
+        return None  # no bound worth the name
+    return after / span * COUNTER_AHEAD * max(0, ahead)
 
 
 def dir_levels(key: str, prefix: str) -> list[str]:
