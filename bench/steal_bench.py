@@ -1,6 +1,7 @@
 """Benchmark the work-stealing listing engine in the discrete-event simulator (bench/sim/des.py).
 
     python -m bench.steal_bench --sizes 25e6,100e6 --shapes all --mode fleet --seeds 1
+    python -m bench.steal_bench --sizes 25e6 --shapes checks --mode fleet --seeds 1   # the shapes of 2026-11-29
     python -m bench.steal_bench --sizes 1e6 --shapes uniform --mode host --streams 64,256 --faults 0.01 --pace both
     python -m bench.steal_bench --sizes 25e6 --shapes dated --mode fleet --kill 0.05 --seeds 3
 
