@@ -12,7 +12,8 @@ sample before (for other listers / for the donor's own idle streams); and per S3
 there, the pages left in their ranges, how many of them their pacer holds below the unpaced rate, and the pages
 of the open ranges that start there.
 ``--ranges``: every range the run listed, by its size in pages, with the LIST requests it took beyond
-keys / 1,000 (a range's last page is partial: its overhead, with the directory requests, is the run's).
+keys / 1,000 (a range's last page is partial: its overhead, with the directory requests, is the run's); and the
+ranges by that overhead in tenths of a request (how full their last pages were: ``steal.PAGE_MARGIN``).
 ``--account``: where the streams' time went between the first lister's start and the listing's end (``Account``):
 pages answered, failed attempts, retry and pacer waits, the lister's CPU, checkpoints, directory requests, and the
 time without a piece (in the ramp, the middle and the tail); then the run's start-up and reduce.
@@ -404,6 +405,17 @@ def piece_rows(pieces: list[RangeDone], key: Any) -> list[tuple[Any, int, float,
     return [(k, int(c), pages, over, int(small)) for k, (c, pages, over, small) in rows.items()]
 
 
+def by_last_page(ranges: list[RangeDone]) -> list[tuple[str, int]]:
+    """(LIST requests beyond keys / 1,000 a range, in tenths of a request, ranges): how full the ranges' last
+    pages were (0.1: nine tenths full; ">= 1": a page came back with none of the range's keys)."""
+    labels = [f"{i / 10:.1f}" for i in range(10)] + [">= 1"]
+    counts = dict.fromkeys(labels, 0)
+    for r in ranges:
+        over = r.overhead
+        counts[labels[10] if over >= 1 - 1e-9 else labels[max(0, int(over * 10 + 1e-9))]] += 1
+    return list(counts.items())
+
+
 def _size_class(pages: float) -> str:
     """The --ranges class (``SIZE_LABELS``) of a size in pages."""
     return SIZE_LABELS[bisect.bisect_right(SIZE_BOUNDS, pages)]
@@ -514,6 +526,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {label} | {count} | {over:.0f} |")
         total = sum(r.overhead for r in trace.ranges)
         print(f"| all | {len(trace.ranges)} | {total:.0f} (+ {res.dir_requests} directory requests) |")
+        print("\n| LIST requests beyond keys / 1,000, a range (its last page's emptiness) | ranges |")
+        print("|---|---|")
+        for label, count in by_last_page(trace.ranges):
+            print(f"| {label} | {count} |")
     if args.admitted:
         parts = sorted({p for p, _ in trace.admitted}) or [0]
         seconds = sorted({t for _, t in trace.admitted})

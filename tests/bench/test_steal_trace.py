@@ -10,7 +10,7 @@ import pytest
 from bench.sim.des import Config, Result, Sim
 from bench.sim.des_shapes import make_any
 from bench.sim.params import DEFAULT
-from bench.steal_trace import Account, RangeDone, by_size, fleet_config, main, piece_rows, run
+from bench.steal_trace import Account, RangeDone, by_last_page, by_size, fleet_config, main, piece_rows, run
 
 
 def _cfg() -> Config:
@@ -74,6 +74,22 @@ def test_by_size_classes_ranges_by_pages() -> None:
     ]
 
 
+def test_by_last_page_classes_ranges_by_their_last_pages_emptiness() -> None:
+    rows = dict(
+        by_last_page(
+            [
+                RangeDone(900, 1),
+                RangeDone(1_900, 2),
+                RangeDone(300, 1),
+                RangeDone(1_000, 1),
+                RangeDone(1_000, 2),
+            ]
+        )
+    )
+    assert rows["0.1"] == 2 and rows["0.7"] == 1 and rows["0.0"] == 1 and rows[">= 1"] == 1
+    assert sum(rows.values()) == 5 and len(rows) == 11
+
+
 def test_the_command_prints_the_tables(capsys: pytest.CaptureFixture[str]) -> None:
     argv = [
         "--size",
@@ -91,6 +107,7 @@ def test_the_command_prints_the_tables(capsys: pytest.CaptureFixture[str]) -> No
     out = capsys.readouterr().out
     assert "| t | listing | idle |" in out
     assert "| range size (pages) | ranges |" in out
+    assert "| LIST requests beyond keys / 1,000, a range (its last page's emptiness) | ranges |" in out
     assert "| where the streams' time went (20 streams) |" in out
     assert "| pages answered |" in out
     assert "exact True" in out
