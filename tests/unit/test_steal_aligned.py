@@ -123,3 +123,26 @@ def answer_explores(cur: Cursor, s3: FakeS3, ways: int, policy: SplitPolicy) -> 
             break
         resp = s3.list_objects_v2(Bucket="bkt", **q)
         cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
+
+
+def test_directories_of_one_key_each_are_cut_as_keys_into_whole_pages() -> None:
+    """The named path: S3 named only the first thousand directories of the remainder, each holding one key
+    ("results/<id>/out.json"): the keys listed size the pieces, in whole pages less the margin."""
+    page = 100
+    keys = [f"results/{i * 838:06x}/out.json" for i in range(20_000)]
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=1, page_keys=page)
+    cur = Cursor(KeyRange(id="r", start_after=None, end=None))
+    for p in range(3):
+        cur.take(keys[p * page : (p + 1) * page], True, f"token-{p}")
+    answer_explores(cur, s3, 5, policy)
+    assert cur.dirs_known_upto is not None  # S3's answer was cut short: the named path
+    given = cur.split(5, policy, iter(f"p{i}" for i in range(5)).__next__)
+    assert cur.cut_path == "named"
+    bounds = [cur.pos, cur.range.end, *(g.end for g in given)]
+    assert bounds[-1] is None
+    held = [_listed(keys, a, b if b is not None else keys[-1]) for a, b in itertools.pairwise(bounds)]
+    assert sum(held) == len(keys) - 3 * page
+    assert len(held) == 5
+    for n in held[:-1]:
+        assert n % page == page - PAGE_MARGIN * page
