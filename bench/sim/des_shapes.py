@@ -301,7 +301,10 @@ def giants_and_dust(n: int, seed: int = 33) -> Keyspace:
     """data/<name>/...: 12 directories hold 99 % of the keys (<base36>.nc), up to 100,000 hold one (.txt)."""
     rnd = random.Random(seed)
     dust = min(100_000, n // 100)
-    names = sorted({"".join(rnd.choice(USER_CHARS) for _ in range(10)) for _ in range(dust + 12)})
+    drawn: set[str] = set()
+    while len(drawn) < dust + 12:
+        drawn.add("".join(rnd.choice(USER_CHARS) for _ in range(10)))
+    names = sorted(drawn)
     giants = set(rnd.sample(range(len(names)), 12))
     counts = _apportion(n - dust, [rnd.uniform(0.5, 2.0) for _ in range(12)])
     pref: list[str] = []
