@@ -111,3 +111,31 @@ def test_a_counter_behind_a_long_code_is_not_bounded() -> None:
     code = _code(keys, 0)
     assert code.end - code.start == 606
     assert counter_left(code, keys[0], keys[-1], 999) is None
+
+
+def test_a_counter_sized_under_two_floors_gives_its_rest_away() -> None:
+    """d/x/ holds 30,000 frames; after 3 pages the rest is sized at 3 by its reach, under two floors of 2: the
+    donor keeps what the estimate holds (3 pages less the margin) and gives the rest of the directory, and what
+    lies past it, as one piece."""
+    keys = [f"d/x/frame_{i:06d}.tif" for i in range(30_000)] + [f"d/y/frame_{i:06d}.tif" for i in range(10)]
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=2, page_keys=PAGE)
+    cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))
+    for p in range(3):
+        cur.take(keys[p * PAGE : (p + 1) * PAGE], True, f"token-{p}")
+    for _ in range(5):
+        q = cur.explore(4, policy)
+        if q is None:
+            break
+        resp = s3.list_objects_v2(Bucket="bkt", **q)
+        cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
+    est = cur.remaining_pages(PAGE)
+    assert est is not None and 2 <= est < 4 and cur.capped == cur.rev
+    given = cur.split(4, policy, iter(f"p{i}" for i in range(4)).__next__)
+    assert len(given) == 1 and given[0].end == "d/y/"
+    kept = bisect.bisect_right(keys, cur.range.end) - bisect.bisect_right(keys, cur.pos)  # type: ignore[arg-type]
+    assert kept == 3 * PAGE - 10  # what the estimate holds, in whole pages less the margin
+    assert (
+        bisect.bisect_right(keys, "d/y/") - bisect.bisect_right(keys, given[0].start_after)
+        == 30_000 - 600 + 10
+    )

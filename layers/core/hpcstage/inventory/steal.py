@@ -197,6 +197,11 @@ PAGE_MARGIN = 0.1
 # (its donor sized it; a piece near the start of a large counter sized by what it had reached was refused
 # its splits: simulator, one counter of 100M keys, 24.5 -> 31.2 s).
 COUNTER_AHEAD = 1.0
+# A counter so sized at between one and two split floors is refused no split: its donor keeps what the estimate
+# holds and gives the rest (empty, by the guess above, half the time: a request). Refused, the runs of a fleet
+# short of pieces were listed by one stream each while a thousand listers waited (simulator, 25M frames seed 6:
+# 100-250 streams listing from t = 7 to 16 s, 21.0 s; given, 15.9 s at most over seeds 1-6, for 1-1.6 points of
+# LIST requests more). ``Cursor.capped`` marks the estimates so sized.
 COUNTER_MAX_AHEAD = 2**53
 
 # Cuts placed at the prefix's own level when nothing there was sampled: the space above is unknown, and
@@ -439,6 +444,8 @@ class Cursor:
     # (a page taken, directories learned, a split), so ``explore`` and ``split`` of one attempt share it
     rev: int = field(default=0, repr=False, compare=False)
     _memo: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
+    # ``rev`` when the estimate last sized a counter by its reach (``counter_left``), for ``split``
+    capped: int = field(default=-1, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.pos is None:
@@ -613,6 +620,8 @@ class Cursor:
         frame, at, per_unit, cap = model
         if frame is None:
             return 0.0
+        if cap < per_unit * (frame.hi_c - at):
+            self.capped = self.rev  # a counter sized by its reach (``split``: its rest is given away)
         return min(per_unit * (frame.hi_c - at), cap) / page_keys
 
     def _flat_model(self, end: str) -> tuple[Interval | None, int, float, float] | None:
@@ -1073,6 +1082,7 @@ class Cursor:
         if cap is not None and cap < left:
             # a counter: as far again as it has reached (COUNTER_AHEAD), not its whole space
             total, left = total - left + cap, cap
+            self.capped = self.rev
         return left, total
 
     def _leaf_cut_model(self, leaf: str) -> tuple[Interval, int, float, float] | None:
@@ -1186,6 +1196,7 @@ class Cursor:
         """
         if self.done or ways < 2 or not self.pages:
             return []  # nothing read yet: no keys to learn cut points from
+        explore = False
         est, tree = self._crossing_pages(policy.page_keys)
         known = self._known_dirs()
         if est is not None:
@@ -1201,7 +1212,11 @@ class Cursor:
                 return self._give([mid], [half, half], new_id)
             ways = min(ways, int(est // policy.min_split_pages))
             if ways < 2:
-                return []
+                if not (self.capped == self.rev and est >= policy.min_split_pages):
+                    return []
+                # a counter sized by its reach (COUNTER_AHEAD) at under two floors: the donor keeps what the
+                # estimate holds and gives the rest, whose size nothing listed tells (COUNTER_EXPLORE)
+                ways, explore = 2, True
         ways = min(ways, policy.max_ways)
         if tree is not None and known:
             cuts, sizes = _weighted_cuts(tree[1], tree[2], ways)
@@ -1256,9 +1271,14 @@ class Cursor:
                 for i, level in enumerate(needed)
             )
             past_leaf = self.end is None or leaf_end < self.end
-            inside = ways - 1 if past_leaf and not small_past else ways
+            inside = ways - 1 if past_leaf and not small_past and not explore else ways
             hi = leaf_end if past_leaf else self.end
-            aligned = self._aligned_cuts(inside, policy.page_keys, hi, self._leaf_cut_model(levels[-1]))
+            leaf_model = self._leaf_cut_model(levels[-1])
+            if explore and leaf_model is not None:
+                leaf_model = (*leaf_model[:3], 2 * leaf_model[3])  # the first cut where the estimate ends
+            aligned = self._aligned_cuts(inside, policy.page_keys, hi, leaf_model)
+            if explore and aligned is not None:
+                return self._give(*aligned, new_id)  # the rest, to the range's end, in the last piece
             if aligned is not None:
                 cuts, sizes = aligned
                 if inside < ways:
@@ -1279,6 +1299,8 @@ class Cursor:
                 seen = sorted({self.first, *self.sample})
                 hi = code_top(code_run(seen, len(self.prefix)), seen, self.prefix)
             model = self._flat_model(hi) if hi is not None and self.first is not None else None
+            if explore and model is not None:
+                model = (*model[:3], 2 * model[3])  # the first cut where the estimate ends
             aligned = self._aligned_cuts(
                 ways if end is not None else max(2, ways - 1), policy.page_keys, hi, model
             )
