@@ -3,6 +3,7 @@
 - ``FakeS3``: a minimal in-memory ListObjectsV2 answering like S3 (for fast planner/lister property
   tests). Exactness tests run against moto; this fake exists so that hypothesis can run hundreds of
   examples quickly. It encodes keys like S3 with EncodingType=url (quote_plus).
+- ``answer_explores``: a work-stealing cursor's directory requests, answered by a ``FakeS3``.
 - ``LFS_FAKE``: a stand-in ``lfs`` program with the real one's argument handling and request limit,
   so the head-node HSM scripts can run here for real.
 """
@@ -241,6 +242,20 @@ def install_fake_lfs(bin_dir: Path) -> None:
     path = bin_dir / "lfs"
     path.write_text(f"#!{sys.executable}\n{LFS_FAKE}")
     path.chmod(path.stat().st_mode | _stat.S_IXUSR | _stat.S_IXGRP | _stat.S_IXOTH)
+
+
+def answer_explores(cur: Any, s3: FakeS3, ways: int, policy: Any) -> list[dict[str, Any]]:
+    """Send a ``steal.Cursor``'s directory requests (``explore``) to ``s3`` and hand it the answers, as
+    lister.list_range does, until it asks no more (at most five); returns the requests."""
+    sent = []
+    for _ in range(5):
+        q = cur.explore(ways, policy)
+        if q is None:
+            break
+        sent.append(q)
+        resp = s3.list_objects_v2(Bucket="bkt", **q)
+        cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
+    return sent
 
 
 class CountStats:

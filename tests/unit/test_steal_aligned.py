@@ -8,7 +8,7 @@ import itertools
 import math
 import random
 
-from fakes import FakeS3
+from fakes import FakeS3, answer_explores
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.steal import PAGE_MARGIN, Cursor, SplitPolicy
 
@@ -113,16 +113,6 @@ def test_the_files_of_the_directory_being_listed_are_cut_into_whole_pages() -> N
             listed += got[: piece.take(got, resp["IsTruncated"], resp.get("NextContinuationToken"))]
     kept = [k for k in keys if cur.pos < k <= cur.range.end]  # type: ignore[operator]
     assert sorted(listed + kept) == keys
-
-
-def answer_explores(cur: Cursor, s3: FakeS3, ways: int, policy: SplitPolicy) -> None:
-    """Send the cursor's directory requests as lister.list_range does."""
-    for _ in range(5):
-        q = cur.explore(ways, policy)
-        if q is None:
-            break
-        resp = s3.list_objects_v2(Bucket="bkt", **q)
-        cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
 
 
 def test_directories_of_one_key_each_are_cut_as_keys_into_whole_pages() -> None:

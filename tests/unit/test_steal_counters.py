@@ -7,7 +7,7 @@ import bisect
 import itertools
 
 import pytest
-from fakes import FakeS3
+from fakes import FakeS3, answer_explores
 from hpcstage.inventory.keys import code_run
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.steal import COUNTER_AHEAD, Cursor, SplitPolicy, counter_left
@@ -60,12 +60,7 @@ def test_a_directory_of_frames_listed_from_its_start_is_not_cut_into_empty_piece
     cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))
     for p in range(3):
         cur.take(keys[p * PAGE : (p + 1) * PAGE], True, f"token-{p}")
-    for _ in range(5):
-        q = cur.explore(4, policy)
-        if q is None:
-            break
-        resp = s3.list_objects_v2(Bucket="bkt", **q)
-        cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
+    answer_explores(cur, s3, 4, policy)
     est = cur.remaining_pages(PAGE)
     assert est is not None and 2.5 < est < 3.5
     given = cur.split(4, policy, iter(f"p{i}" for i in range(4)).__next__)
@@ -91,12 +86,7 @@ def test_a_counter_is_sized_by_its_reach_only_where_its_range_reaches_the_direct
         cur = Cursor(KeyRange(id="r", start_after=None, end=end))
         for p in range(3):
             cur.take(keys[p * PAGE : (p + 1) * PAGE], True, f"token-{p}")
-        for _ in range(5):
-            q = cur.explore(4, policy)
-            if q is None:
-                break
-            resp = s3.list_objects_v2(Bucket="bkt", **q)
-            cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
+        answer_explores(cur, s3, 4, policy)
         estimates.append(cur.remaining_pages(PAGE))
     past, open_, cut = estimates
     assert past is not None and 2.5 < past < 3.5  # as many again as the 300 listed
@@ -123,12 +113,7 @@ def test_a_counter_sized_under_two_floors_gives_its_rest_away() -> None:
     cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))
     for p in range(3):
         cur.take(keys[p * PAGE : (p + 1) * PAGE], True, f"token-{p}")
-    for _ in range(5):
-        q = cur.explore(4, policy)
-        if q is None:
-            break
-        resp = s3.list_objects_v2(Bucket="bkt", **q)
-        cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
+    answer_explores(cur, s3, 4, policy)
     est = cur.remaining_pages(PAGE)
     assert est is not None and 2 <= est < 4 and cur.capped == cur.rev
     given = cur.split(4, policy, iter(f"p{i}" for i in range(4)).__next__)

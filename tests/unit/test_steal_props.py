@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from fakes import CountStats, FakeS3
+from fakes import CountStats, FakeS3, answer_explores
 from hpcstage.errors import IncompleteInventoryError
 from hpcstage.inventory import runner
 from hpcstage.inventory.keys import encode
@@ -377,19 +377,6 @@ def dated_keys(days_per_month: int = 28, per_day: int = 40) -> list[str]:
         for d in range(1, days_per_month + 1)
         for _ in range(per_day)
     )
-
-
-def answer_explores(cur: Cursor, s3: FakeS3, ways: int, policy: SplitPolicy) -> list[dict[str, Any]]:
-    """Send the cursor's directory requests as lister.list_range does; returns them."""
-    sent = []
-    for _ in range(5):
-        q = cur.explore(ways, policy)
-        if q is None:
-            break
-        sent.append(q)
-        resp = s3.list_objects_v2(Bucket="bkt", **q)
-        cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
-    return sent
 
 
 def test_a_remainder_across_directories_is_asked_about_level_by_level() -> None:

@@ -608,8 +608,7 @@ class Cursor:
         assert self.first is not None and self.pos is not None
         if end is None:
             # an open range of keys ending in a code ends (for the estimate) where the code's alphabet does
-            seen = sorted({self.first, *self.sample})
-            end = code_top(code_run(seen, len(self.prefix)), seen, self.prefix)
+            end = self._code_top()
             if end is None:
                 return None
         if self.pos >= end:
@@ -623,6 +622,13 @@ class Cursor:
         if cap < per_unit * (frame.hi_c - at):
             self.capped = self.rev  # a counter sized by its reach (``split``: its rest is given away)
         return min(per_unit * (frame.hi_c - at), cap) / page_keys
+
+    def _code_top(self) -> str | None:
+        """Where an open range of keys that are one code ends, for its estimate and its cuts: just past the
+        code's alphabet (``code_top``); None when the keys listed are no code."""
+        assert self.first is not None
+        seen = sorted({self.first, *self.sample})
+        return code_top(code_run(seen, len(self.prefix)), seen, self.prefix)
 
     def _flat_model(self, end: str) -> tuple[Interval | None, int, float, float] | None:
         """The interpolation ``_flat_pages`` sizes (pos, end] by: the interval (first, end) in the alphabet of
@@ -656,6 +662,7 @@ class Cursor:
         page_keys: int,
         hi: str | None,
         model: tuple[Interval | None, int, float, float] | None,
+        rest: bool = False,
     ) -> tuple[list[str], list[float]] | None:
         """Cut points for a remainder (pos, hi] into ``ways`` pieces of about equal keys, each but the last
         sized at whole pages less PAGE_MARGIN by the interpolation ``model`` (an interval over the keys,
@@ -664,6 +671,7 @@ class Cursor:
         is no such model, no ``hi``, a piece of under a page or a cut with no room.
 
         A counter's pieces lie within what is left of it by ``counter_left``; the last reaches to ``hi``.
+        ``rest``: a counter whose rest is given away (COUNTER_AHEAD): the first piece holds its whole estimate.
 
         (The files of a directory interpolated up to the directory's end, in the alphabet closed over each
         position's class as ``_flat_pages`` estimates, spread cuts past the last file: in the simulator, 25M
@@ -675,6 +683,8 @@ class Cursor:
         assert frame is not None
         if self.pos >= hi or per_unit <= 0:
             return None
+        if rest:
+            cap *= 2  # two pieces of the estimate each: the first cut where the estimate ends
         total = min(per_unit * (frame.coord(hi) - at), cap)
         share = total / ways / page_keys  # pages a piece
         if share < 1:
@@ -1040,7 +1050,7 @@ class Cursor:
         end = self.range.end
         if end is None:
             return None
-        leaf = pos[: pos.rfind(DIR_DELIMITER) + 1]
+        leaf = _parent_of(pos)
         if len(leaf) <= len(self.prefix) or end < _past(leaf):
             return None
         return counter_left(code, first, pos, after)
@@ -1057,7 +1067,7 @@ class Cursor:
             first, objects = in_leaf[0], max(1, round(self.page_n * len(in_leaf) / max(1, len(self.sample))))
         else:
             return None
-        leaves = {k[: k.rfind(DIR_DELIMITER) + 1] for k in self.sample}
+        leaves = {_parent_of(k) for k in self.sample}
         if len(leaves) >= 3:
             # the last page spans several directories: about page_n / (spanned - 1) keys each
             size = self.page_n / (len(leaves) - 1)
@@ -1273,10 +1283,9 @@ class Cursor:
             past_leaf = self.end is None or leaf_end < self.end
             inside = ways - 1 if past_leaf and not small_past and not explore else ways
             hi = leaf_end if past_leaf else self.end
-            leaf_model = self._leaf_cut_model(levels[-1])
-            if explore and leaf_model is not None:
-                leaf_model = (*leaf_model[:3], 2 * leaf_model[3])  # the first cut where the estimate ends
-            aligned = self._aligned_cuts(inside, policy.page_keys, hi, leaf_model)
+            aligned = self._aligned_cuts(
+                inside, policy.page_keys, hi, self._leaf_cut_model(levels[-1]), rest=explore
+            )
             if explore and aligned is not None:
                 return self._give(*aligned, new_id)  # the rest, to the range's end, in the last piece
             if aligned is not None:
@@ -1296,13 +1305,10 @@ class Cursor:
             if hi is None and self.first is not None:
                 # an open range of keys ending in a code: up to just past its alphabet, as cut_points cuts it,
                 # and what lies above (most likely nothing) a last piece of its own
-                seen = sorted({self.first, *self.sample})
-                hi = code_top(code_run(seen, len(self.prefix)), seen, self.prefix)
+                hi = self._code_top()
             model = self._flat_model(hi) if hi is not None and self.first is not None else None
-            if explore and model is not None:
-                model = (*model[:3], 2 * model[3])  # the first cut where the estimate ends
             aligned = self._aligned_cuts(
-                ways if end is not None else max(2, ways - 1), policy.page_keys, hi, model
+                ways if end is not None else max(2, ways - 1), policy.page_keys, hi, model, rest=explore
             )
             if aligned is not None:
                 cuts, sizes = aligned
