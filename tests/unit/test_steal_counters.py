@@ -124,3 +124,37 @@ def test_a_counter_sized_under_two_floors_gives_its_rest_away() -> None:
         bisect.bisect_right(keys, "d/y/") - bisect.bisect_right(keys, given[0].start_after)
         == 30_000 - 600 + 10
     )
+
+
+def test_a_counter_is_read_in_all_ten_digits_though_its_sample_shows_fewer() -> None:
+    """A page's sample of a counter's first 113 keys shows 8 of the 10 digits (no 6, no 9): read in those 8, the
+    values of frame_000000 .. frame_000112 span 74, fewer than the keys, and the counter was taken for no
+    counter (its remainder sized by the space of six digits). Its code is read in the ten digits."""
+    sample = [f"b/frame_{i:06d}.tif" for i in (0, 13, 28, 43, 58, 73, 88, 103, 112)]
+    code = _code(sample, len("b/"))
+    assert code.alphabet != frozenset(map(ord, "0123456789"))
+    assert code.decimal().alphabet == frozenset(map(ord, "0123456789"))
+    assert code.decimal().value(sample[-1]) == 112
+    assert counter_left(code, sample[0], sample[-1], 112) == pytest.approx(COUNTER_AHEAD * 113)
+    hexes = _code([f"{i * 977:08x}" for i in range(300)], 0)
+    assert hexes.decimal() is hexes  # not decimal digits only: as learnt
+
+
+def test_a_directory_entered_in_the_middle_of_a_page_is_sized_by_its_own_keys() -> None:
+    """The page ends 113 frames into exp/b/: its first frame and the keys taken since are known exactly
+    (``Cursor.leaf_first``, ``entered``), so it is a counter reached to 112 and as large again, and its files are
+    cut by whole pages. (From the page's sample, 9 of its 64 keys, it was no counter, and cut over six digits.)"""
+    keys = [f"exp/a/frame_{i:06d}.tif" for i in range(9000, 9887)]
+    keys += [f"exp/b/frame_{i:06d}.tif" for i in range(113)]
+    cur = Cursor(KeyRange(id="r", start_after="exp/a/frame_008999.tif", end="exp/c/"))
+    cur.take(keys, True, "t")
+    assert cur.leaf_first == "exp/b/frame_000000.tif"
+    assert cur._leaf_listed("exp/b/") == ("exp/b/frame_000000.tif", 113)  # noqa: SLF001
+    leaf = cur._leaf_size("exp/b/")  # noqa: SLF001
+    assert leaf is not None and leaf[0] == pytest.approx(113.0)  # as far again as it reached
+    model = cur._leaf_cut_model("exp/b/")  # noqa: SLF001
+    assert model is not None and model[2] == pytest.approx(1.0) and model[3] == pytest.approx(113.0)
+    # a directory the range starts in: counted from the range's first key, as before
+    inside = Cursor(KeyRange(id="i", start_after="exp/b/frame_000099.tif", end="exp/c/"))
+    inside.take([f"exp/b/frame_{i:06d}.tif" for i in range(100, 200)], True, "t")
+    assert inside._leaf_listed("exp/b/") == ("exp/b/frame_000100.tif", 100)  # noqa: SLF001

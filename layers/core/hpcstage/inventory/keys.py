@@ -104,6 +104,7 @@ def char_after(v: int) -> str | None:
     return chr(v) if v <= MAX_CODE_POINT else None
 
 
+DECIMAL_DIGITS = frozenset(range(ord("0"), ord("9") + 1))
 MIN_CODE_ALPHABET = 3  # distinct values a code's varying positions must show before they say anything
 
 
@@ -127,6 +128,13 @@ class CodeRun:
 
     def covers(self, p: int) -> bool:
         return self.start <= p < self.end
+
+    def decimal(self) -> CodeRun:
+        """This code with every decimal digit in its alphabet, when the alphabet is decimal digits only (a
+        counter: a page's few dozen sampled keys seldom show all ten at each position); else itself."""
+        if self.alphabet <= DECIMAL_DIGITS and self.alphabet != DECIMAL_DIGITS:
+            return CodeRun(self.start, self.end, DECIMAL_DIGITS)
+        return self
 
     def top(self, key: str) -> str | None:
         """A key greater than every key sharing ``key[:start]`` whose code continues with the alphabet's

@@ -196,6 +196,8 @@ PAGE_MARGIN = 0.1
 # costs at most a request a piece found empty, once), nor in a piece that ends at a cut inside the directory
 # (its donor sized it; a piece near the start of a large counter sized by what it had reached was refused
 # its splits: simulator, one counter of 100M keys, 24.5 -> 31.2 s).
+# A counter is read in all ten decimal digits where its sample shows digits only (``CodeRun.decimal``): a page's
+# sample of a directory's first hundred frames seldom shows all ten at each position.
 COUNTER_AHEAD = 1.0
 # A counter so sized at between one and two split floors is refused no split: its donor keeps what the estimate
 # holds and gives the rest (empty, by the guess above, half the time: a request). Refused, the runs of a fleet
@@ -427,6 +429,9 @@ class Cursor:
     # Keys taken before the first key of each directory on pos's path (below the prefix): how many keys its
     # directories hold so far (``_listed_in``; a directory the range starts inside counts from the start).
     entered: dict[str, int] = field(default_factory=dict)
+    # The first key taken in pos's own directory and the keys taken in it up to pos, when the listing entered it
+    # (``_leaf_listed``): a directory entered in the middle of a page is sized and cut by its own keys.
+    leaf_first: str | None = None
     # level -> (pos, objects) when every subdirectory of the level after pos became known (asked from pos, or
     # carried by the donor): the subdirectories entered since, and the keys listed since, size them
     # (``_sibling_mean``); and (pos, subdirectories entered up to it) counted last.
@@ -525,6 +530,8 @@ class Cursor:
         self.entered = {
             d: entered[d] if d in entered else before + bisect.bisect_left(keys, d, 0, n) for d in path
         }
+        if path and path[-1] not in entered:
+            self.leaf_first = keys[bisect.bisect_left(keys, path[-1], 0, n)]
         # what was learnt of levels pos has left says nothing of the levels it is in: forget it (bounded state)
         for facts in (self.dir_ref, self._sib_count, self.units):
             for level in [level for level in facts if not pos.startswith(level)]:
@@ -1055,14 +1062,28 @@ class Cursor:
             return None
         return counter_left(code, first, pos, after)
 
+    def _leaf_listed(self, leaf: str) -> tuple[str, int] | None:
+        """(the first key taken in ``leaf``, pos's directory, and the keys taken in it up to pos), when every
+        key of it from that one on was taken by this cursor: the range starts in it, or the listing entered
+        it; else None."""
+        if self.first is None or self.pos is None or not self.pos.startswith(leaf):
+            return None
+        if self.first.startswith(leaf):
+            return self.first, self.objects
+        at = self.entered.get(leaf)
+        if at is None or self.leaf_first is None or not self.leaf_first.startswith(leaf):
+            return None
+        return self.leaf_first, self.objects - at
+
     def _leaf_size(self, leaf: str) -> tuple[float, float] | None:
         """(keys left in ``pos``'s directory ``leaf`` after pos, keys it holds), from the keys listed there;
         None before any key is (a versioned page whose rows are all of one key carried to the next page)."""
         if self.first is None or self.pos is None:
             return None
         in_leaf = [k for k in self.sample if k.startswith(leaf)]
-        if self.first.startswith(leaf):
-            first, objects = self.first, self.objects
+        listed = self._leaf_listed(leaf)
+        if listed is not None:
+            first, objects = listed
         elif in_leaf:
             first, objects = in_leaf[0], max(1, round(self.page_n * len(in_leaf) / max(1, len(self.sample))))
         else:
@@ -1097,18 +1118,19 @@ class Cursor:
 
     def _leaf_cut_model(self, leaf: str) -> tuple[Interval, int, float, float] | None:
         """The interpolation ``_aligned_cuts`` cuts the files of ``leaf`` (pos's directory) by, when the cursor
-        listed them from the first key it took: the interval from that key to the last name the code of
-        their names can spell (``keys.code_run``: every position of the code its alphabet's last character,
-        then pos's suffix), pos's coordinate in it and the keys a unit holds. None when the names are no
-        code or the listing began outside ``leaf``.
+        listed them from the first key it took there (``_leaf_listed``): the interval from that key to the
+        last name the code of their names can spell (``keys.code_run``: every position of the code its
+        alphabet's last character, then pos's suffix), pos's coordinate in it and the keys a unit holds. None
+        when the names are no code or the cursor did not take every key of ``leaf`` from its first one on.
 
         (``_leaf_size``'s interval, from the directory's own name to just past the code's alphabet, holds
         values no name takes at its top positions, an end and a character past the alphabet: a density
         measured near the first names and extrapolated across them was 10 % high over 6-digit names, so
         pieces missed their whole pages.)"""
-        first, pos = self.first, self.pos
-        if first is None or pos is None or not first.startswith(leaf) or first >= pos:
+        listed, pos = self._leaf_listed(leaf), self.pos
+        if listed is None or pos is None or listed[0] >= pos:
             return None
+        first, objects = listed
         ordered = sorted({first, *(k for k in self.sample if k.startswith(leaf)), pos})
         code = code_run(ordered, len(leaf))
         if code is None or code.end > len(pos):
@@ -1122,7 +1144,7 @@ class Cursor:
         c_first, c_pos = frame.coord(first), frame.coord(pos)
         if c_pos <= c_first:
             return None
-        after = self.objects - 1  # the keys taken after first
+        after = objects - 1  # the keys taken after first
         cap = self._counter_left(code, first, pos, after)
         return frame, c_pos, after / (c_pos - c_first), math.inf if cap is None else cap
 
@@ -1372,6 +1394,7 @@ def counter_left(code: CodeRun | None, first: str, pos: str, after: int) -> floa
     level), its values are sparse or hold several keys each, or a character is not in its alphabet."""
     if code is None or after < 1 or pos.find(DIR_DELIMITER, code.end) >= 0:
         return None  # (a code naming directories holds many keys a value, however they count)
+    code = code.decimal()
     a, b = code.value(first), code.value(pos)
     if a is None or b is None or b <= a:
         return None
