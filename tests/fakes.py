@@ -3,7 +3,8 @@
 - ``FakeS3``: a minimal in-memory ListObjectsV2 answering like S3 (for fast planner/lister property
   tests). Exactness tests run against moto; this fake exists so that hypothesis can run hundreds of
   examples quickly. It encodes keys like S3 with EncodingType=url (quote_plus).
-- ``answer_explores``: a work-stealing cursor's directory requests, answered by a ``FakeS3``.
+- ``answer_explores``: a work-stealing cursor's directory requests, answered by a ``FakeS3``;
+  ``cursor_after_pages``: a cursor that has listed the first pages of its keys and asked its levels.
 - ``LFS_FAKE``: a stand-in ``lfs`` program with the real one's argument handling and request limit,
   so the head-node HSM scripts can run here for real.
 """
@@ -256,6 +257,22 @@ def answer_explores(cur: Any, s3: FakeS3, ways: int, policy: Any) -> list[dict[s
         resp = s3.list_objects_v2(Bucket="bkt", **q)
         cur.take_dirs(q, [p["Prefix"] for p in resp.get("CommonPrefixes", [])], resp["IsTruncated"])
     return sent
+
+
+def cursor_after_pages(
+    s3: FakeS3, keys: list[str], end: str | None, pages: int, page_keys: int, ways: int, policy: Any
+) -> Any:
+    """A ``steal.Cursor`` over ``(None, end]`` that has taken the first ``pages`` pages of ``keys`` (sorted,
+    ``page_keys`` each, truncated) and had its directory requests for a ``ways``-way split answered by ``s3``
+    (``answer_explores``)."""
+    from hpcstage.inventory.model import KeyRange
+    from hpcstage.inventory.steal import Cursor
+
+    cur = Cursor(KeyRange(id="r", start_after=None, end=end))
+    for p in range(pages):
+        cur.take(keys[p * page_keys : (p + 1) * page_keys], True, f"token-{p}")
+    answer_explores(cur, s3, ways, policy)
+    return cur
 
 
 class CountStats:

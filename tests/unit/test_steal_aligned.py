@@ -8,7 +8,7 @@ import itertools
 import math
 import random
 
-from fakes import FakeS3, answer_explores
+from fakes import FakeS3, cursor_after_pages
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.steal import PAGE_MARGIN, Cursor, SplitPolicy
 
@@ -92,10 +92,7 @@ def test_the_files_of_the_directory_being_listed_are_cut_into_whole_pages() -> N
     keys = [f"d/x/{i:06d}.h5" for i in range(0, 1_000_000, 50)]
     s3 = FakeS3(keys)
     policy = SplitPolicy(min_split_pages=1, page_keys=page)
-    cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))
-    for p in range(3):
-        cur.take(keys[p * page : (p + 1) * page], True, f"token-{p}")
-    answer_explores(cur, s3, 5, policy)
+    cur = cursor_after_pages(s3, keys, "d/y/", 3, page, 5, policy)
     given = cur.split(5, policy, iter(f"p{i}" for i in range(5)).__next__)
     assert cur.cut_path == "leaf"
     assert len(given) == 4
@@ -122,10 +119,7 @@ def test_directories_of_one_key_each_are_cut_as_keys_into_whole_pages() -> None:
     keys = [f"results/{i * 838:06x}/out.json" for i in range(20_000)]
     s3 = FakeS3(keys)
     policy = SplitPolicy(min_split_pages=1, page_keys=page)
-    cur = Cursor(KeyRange(id="r", start_after=None, end=None))
-    for p in range(3):
-        cur.take(keys[p * page : (p + 1) * page], True, f"token-{p}")
-    answer_explores(cur, s3, 5, policy)
+    cur = cursor_after_pages(s3, keys, None, 3, page, 5, policy)
     assert cur.dirs_known_upto is not None  # S3's answer was cut short: the named path
     given = cur.split(5, policy, iter(f"p{i}" for i in range(5)).__next__)
     assert cur.cut_path == "named"

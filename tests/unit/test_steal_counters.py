@@ -7,7 +7,7 @@ import bisect
 import itertools
 
 import pytest
-from fakes import FakeS3, answer_explores
+from fakes import FakeS3, cursor_after_pages
 from hpcstage.inventory.keys import code_run
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.steal import COUNTER_AHEAD, Cursor, SplitPolicy, counter_left
@@ -57,10 +57,7 @@ def test_a_directory_of_frames_listed_from_its_start_is_not_cut_into_empty_piece
     keys = [f"d/x/frame_{i:06d}.tif" for i in range(1500)] + [f"d/y/frame_{i:06d}.tif" for i in range(10)]
     s3 = FakeS3(keys)
     policy = SplitPolicy(min_split_pages=1, page_keys=PAGE)
-    cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))
-    for p in range(3):
-        cur.take(keys[p * PAGE : (p + 1) * PAGE], True, f"token-{p}")
-    answer_explores(cur, s3, 4, policy)
+    cur = cursor_after_pages(s3, keys, "d/y/", 3, PAGE, 4, policy)
     est = cur.remaining_pages(PAGE)
     assert est is not None and 2.5 < est < 3.5
     given = cur.split(4, policy, iter(f"p{i}" for i in range(4)).__next__)
@@ -83,10 +80,7 @@ def test_a_counter_is_sized_by_its_reach_only_where_its_range_reaches_the_direct
     policy = SplitPolicy(min_split_pages=1, page_keys=PAGE)
     estimates = []
     for end in ("d/y/", None, "d/x/frame_100000.tif"):
-        cur = Cursor(KeyRange(id="r", start_after=None, end=end))
-        for p in range(3):
-            cur.take(keys[p * PAGE : (p + 1) * PAGE], True, f"token-{p}")
-        answer_explores(cur, s3, 4, policy)
+        cur = cursor_after_pages(s3, keys, end, 3, PAGE, 4, policy)
         estimates.append(cur.remaining_pages(PAGE))
     past, open_, cut = estimates
     assert past is not None and 2.5 < past < 3.5  # as many again as the 300 listed
@@ -110,10 +104,7 @@ def test_a_counter_sized_under_two_floors_gives_its_rest_away() -> None:
     keys = [f"d/x/frame_{i:06d}.tif" for i in range(30_000)] + [f"d/y/frame_{i:06d}.tif" for i in range(10)]
     s3 = FakeS3(keys)
     policy = SplitPolicy(min_split_pages=2, page_keys=PAGE)
-    cur = Cursor(KeyRange(id="r", start_after=None, end="d/y/"))
-    for p in range(3):
-        cur.take(keys[p * PAGE : (p + 1) * PAGE], True, f"token-{p}")
-    answer_explores(cur, s3, 4, policy)
+    cur = cursor_after_pages(s3, keys, "d/y/", 3, PAGE, 4, policy)
     est = cur.remaining_pages(PAGE)
     assert est is not None and 2 <= est < 4 and cur.capped == cur.rev
     given = cur.split(4, policy, iter(f"p{i}" for i in range(4)).__next__)

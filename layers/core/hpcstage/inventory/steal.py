@@ -1228,7 +1228,7 @@ class Cursor:
         """
         if self.done or ways < 2 or not self.pages:
             return []  # nothing read yet: no keys to learn cut points from
-        explore = False
+        rest = False
         est, tree = self._crossing_pages(policy.page_keys)
         known = self._known_dirs()
         if est is not None:
@@ -1247,8 +1247,8 @@ class Cursor:
                 if not (self.capped == self.rev and est >= policy.min_split_pages):
                     return []
                 # a counter sized by its reach (COUNTER_AHEAD) at under two floors: the donor keeps what the
-                # estimate holds and gives the rest, whose size nothing listed tells (COUNTER_EXPLORE)
-                ways, explore = 2, True
+                # estimate holds and gives the rest, whose size nothing listed tells (see COUNTER_MAX_AHEAD)
+                ways, rest = 2, True
         ways = min(ways, policy.max_ways)
         if tree is not None and known:
             cuts, sizes = _weighted_cuts(tree[1], tree[2], ways)
@@ -1303,12 +1303,12 @@ class Cursor:
                 for i, level in enumerate(needed)
             )
             past_leaf = self.end is None or leaf_end < self.end
-            inside = ways - 1 if past_leaf and not small_past and not explore else ways
+            inside = ways - 1 if past_leaf and not small_past and not rest else ways
             hi = leaf_end if past_leaf else self.end
             aligned = self._aligned_cuts(
-                inside, policy.page_keys, hi, self._leaf_cut_model(levels[-1]), rest=explore
+                inside, policy.page_keys, hi, self._leaf_cut_model(levels[-1]), rest=rest
             )
-            if explore and aligned is not None:
+            if rest and aligned is not None:
                 return self._give(*aligned, new_id)  # the rest, to the range's end, in the last piece
             if aligned is not None:
                 cuts, sizes = aligned
@@ -1330,7 +1330,7 @@ class Cursor:
                 hi = self._code_top()
             model = self._flat_model(hi) if hi is not None and self.first is not None else None
             aligned = self._aligned_cuts(
-                ways if end is not None else max(2, ways - 1), policy.page_keys, hi, model, rest=explore
+                ways if end is not None else max(2, ways - 1), policy.page_keys, hi, model, rest=rest
             )
             if aligned is not None:
                 cuts, sizes = aligned
