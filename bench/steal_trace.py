@@ -24,8 +24,9 @@ run stays to the partitions' cap, and when it leaves it.
 remainder (pages) before and after the split's directory requests, the pieces it gave and how it cut them
 (``Cursor.cut_path``): where the ramp's pieces came from and why some attempts gave none.
 ``--pieces``: the ranges listed (as ``--ranges``) by the second their donor cut them, by whether its lister was in
-its endgame then (``fleet.ENDGAME_QUIET_S``: its split floor lowered), and by the pages the donor estimated them at
-against the pages they held: which pieces cost the run's partial pages.
+its endgame then (``fleet.ENDGAME_QUIET_S``: its split floor lowered), by the pages the donor estimated them at
+against the pages they held, and by how the donor cut them (``Cursor.cut_path``; and those it estimated under four
+pages): which pieces cost the run's partial pages.
 ``--dirs``: the split attempts' directory requests by the depth of the level asked (its '/'s: 0 is the bucket's
 root), whether it was asked from its start (for its fan-out, to size the directories above) or from the donor's
 position (for cut points), and whether the attempt then gave pieces: the directory requests that bought no split.
@@ -80,14 +81,15 @@ class Sample:
 @dataclass
 class RangeDone:
     """A range listed: its keys and LIST requests; and (``--pieces``) when its donor cut it (None: the bucket's
-    first range), whether the donor's lister was in its endgame then, and the pages the donor estimated it at (0:
-    none)."""
+    first range), whether the donor's lister was in its endgame then, the pages the donor estimated it at (0:
+    none), and how the donor cut it (``Cursor.cut_path``)."""
 
     keys: int
     requests: int
     cut: float | None = None
     endgame: bool = False
     estimate: float = 0.0
+    path: str = ""
 
     @property
     def overhead(self) -> float:
@@ -177,8 +179,8 @@ class TracedSim(Sim):
         self._due: dict[int, float] = {}
         self._ck: dict[int, float] = {}
         self._holding = 0
-        # piece id -> (when it was cut, its donor's lister in its endgame, the donor's estimate in pages)
-        self._cut: dict[str, tuple[float, bool, float]] = {}
+        # piece id -> (when it was cut, its donor's lister in its endgame, the donor's estimate in pages, the cut's path)
+        self._cut: dict[str, tuple[float, bool, float, str]] = {}
         self._asked: list[dict[str, Any]] | None = None  # the directory requests of the split under way
 
     def _held(self, change: int) -> None:
@@ -239,7 +241,12 @@ class TracedSim(Sim):
             level = q.get("Prefix", "")
             self.trace.dirs[(level.count("/"), q.get("StartAfter") == level, bool(pieces))] += 1
         for p in pieces:
-            self._cut[p.id] = (self.now, self.endgame(st.node), p.estimate / PAGE)
+            self._cut[p.id] = (
+                self.now,
+                self.endgame(st.node),
+                p.estimate / PAGE,
+                cur.cut_path if cur else "",
+            )
         if seen is not None and cur is not None:
             if pieces:
                 # what the cut was sized by: the pieces' estimates and what the donor kept (all 0: none)
@@ -261,8 +268,8 @@ class TracedSim(Sim):
         return super().dir_listing(params)
 
     def _range_done(self, st: Stream, keys: int) -> None:
-        cut, endgame, estimate = self._cut.get(st.pid, (None, False, 0.0))
-        self.trace.ranges.append(RangeDone(keys, self._requests.pop(id(st), 0), cut, endgame, estimate))
+        cut, endgame, estimate, path = self._cut.get(st.pid, (None, False, 0.0, ""))
+        self.trace.ranges.append(RangeDone(keys, self._requests.pop(id(st), 0), cut, endgame, estimate, path))
 
     def start_piece(self, st: Stream, piece: KeyRange, lease: Lease | None, t: float) -> None:
         self._requests[id(st)] = 0
@@ -441,6 +448,9 @@ def print_pieces(pieces: list[RangeDone]) -> None:
     cut = [p for p in pieces if p.cut is not None]
     rows = piece_rows(cut, lambda p: _size_class(p.estimate) if p.estimate > 0 else "none")
     table("donor's estimate (pages)", sorted(rows, key=lambda r: bounds.index(r[0])))
+    table("cut by", sorted(piece_rows(cut, lambda p: p.path or "?")))
+    small = [p for p in cut if 0 < p.estimate < 4]
+    table("estimated under 4 pages, cut by", sorted(piece_rows(small, lambda p: p.path or "?")))
 
 
 def _pages(estimate: float | None) -> str:

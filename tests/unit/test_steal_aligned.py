@@ -130,3 +130,34 @@ def test_directories_of_one_key_each_are_cut_as_keys_into_whole_pages() -> None:
     assert len(held) == 5
     for n in held[:-1]:
         assert n % page == page - PAGE_MARGIN * page
+
+
+def test_a_tree_remainder_mostly_in_pos_directory_is_cut_among_its_files_too() -> None:
+    """The tree path: the remainder is the rest of t/m/ and the directories t/n/ and t/o/ (each as large). The
+    rest of t/m/ is worth two pieces of a six-way split, so t/m/'s files are cut too (the donor keeping about
+    half of them, whole pages less the margin), and the piece after it goes on into t/n/; before, the donor
+    kept the whole rest of t/m/ and gave only t/n/ and t/o/. Listed, the pieces give every key once."""
+    page = 100
+    rnd = random.Random(3)
+    keys = sorted({f"t/{d}/{rnd.getrandbits(40):010x}.dat" for d in "mno" for _ in range(20_000)})
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=2, page_keys=page)
+    cur = cursor_after_pages(s3, keys, None, 30, page, 6, policy)
+    assert cur.pos is not None and cur.pos.startswith("t/m/")
+    given = cur.split(6, policy, iter(f"p{i}" for i in range(9)).__next__)
+    assert cur.cut_path == "tree+leaf"
+    assert cur.range.end is not None and cur.range.end.startswith("t/m/")
+    assert [g.end for g in given][-2:] == ["t/o/", None]
+    assert given[0].start_after == cur.range.end and given[0].end == "t/n/"
+    left_in_m = _listed(keys, cur.pos, "t/m/~")
+    kept = _listed(keys, cur.pos, cur.range.end)
+    assert 0.4 * left_in_m < kept < 0.6 * left_in_m
+    assert cur.range.estimate % page == page - PAGE_MARGIN * page  # the donor's pages end nearly full
+    listed = keys[: 30 * page]
+    for rng in [KeyRange(id="kept", start_after=cur.pos, end=cur.range.end), *given]:
+        piece = Cursor(rng)
+        while not piece.done:
+            resp = s3.list_objects_v2(Bucket="bkt", **piece.request(page))
+            got = [o["Key"] for o in resp.get("Contents", [])]
+            listed += got[: piece.take(got, resp["IsTruncated"], resp.get("NextContinuationToken"))]
+    assert sorted(listed) == keys
