@@ -27,6 +27,13 @@ shape above has:
 - ``sequential-ids``: ``scans/<12 digits>.dcm``, ids spread evenly over their space (``Codes``).
 - ``dir-per-object``: ``results/<12 hex>/out.json``: every directory holds one object.
 - ``giants-and-dust``: ``data/<name>/...``: 12 directories hold 99 % of the keys, 100,000 hold one each.
+Checks added on 2026-11-29 (fourteenth session), AWS and sequencing layouts, also in ``CHECK_SHAPES``:
+- ``cloudtrail``: ``AWSLogs/<account>/CloudTrail/<region>/2025/MM/DD/<account>_CloudTrail_<region>_<date>T<8
+  alnum>.json.gz``: each file name repeats its directory's date before a random tail.
+- ``access-logs``: ``logs/2025-MM-DD-HH-<16 HEX>``, S3 server access logs: a year of hours in one flat directory,
+  the date and hour fields of the name.
+- ``fastq-runs``: ``runs/<flowcell>/<sample>-<k>/<sample>_S<k>_L00<lane>_R<1|2>_<chunk>.fastq.gz``: eight numbered
+  series in each sample's directory.
 And, by name only (its keys are held in memory: about 4 GB at 25M), ``random-hex``: 32-hex names drawn at
 random, so that the keys in a span vary as a random sample's do (``Codes`` places one a slot: its counts in a
 span are exact to a key).
@@ -323,6 +330,116 @@ def giants_and_dust(n: int, seed: int = 33) -> Keyspace:
     return Keyspace("giants-and-dust", Blocks(["data/"], [Blocks(pref, inner)]), seed=seed)
 
 
+AWS_REGIONS = [
+    "ap-northeast-1",
+    "ap-south-1",
+    "ap-southeast-1",
+    "ap-southeast-2",
+    "ca-central-1",
+    "eu-central-1",
+    "eu-north-1",
+    "eu-west-1",
+    "eu-west-2",
+    "eu-west-3",
+    "sa-east-1",
+    "us-east-1",
+    "us-east-2",
+    "us-west-1",
+    "us-west-2",
+]
+ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def cloudtrail(n: int, seed: int = 41) -> Keyspace:
+    """AWSLogs/<account>/CloudTrail/<region>/2025/MM/DD/<account>_CloudTrail_<region>_2025MMDDT<8 alnum>.json.gz:
+    30 accounts of Zipf(1.0) sizes, two busy regions each, 336 days; every file name repeats its directory's
+    date before a random tail."""
+    rnd = random.Random(seed)
+    accounts = sorted({f"{rnd.randrange(10**12):012d}" for _ in range(30)})
+    a_counts = _apportion(n, _zipf(len(accounts), 1.0, rnd))
+    days = [(m, d) for m in range(1, 13) for d in range(1, 29)]
+    pref: list[str] = []
+    inner: list[Codes | Counter | Blocks] = []
+    for ai, (acct, ac) in enumerate(zip(accounts, a_counts, strict=True)):
+        if not ac:
+            continue
+        weights = [10.0 if r in ("us-east-1", "eu-west-1") else rnd.uniform(0.01, 1.0) for r in AWS_REGIONS]
+        r_pref: list[str] = []
+        r_inner: list[Codes | Counter | Blocks] = []
+        for ri, (region, rc) in enumerate(zip(AWS_REGIONS, _apportion(ac, weights), strict=True)):
+            if not rc:
+                continue
+            d_counts = _apportion(rc, [rnd.uniform(0.5, 1.5) for _ in days])
+            months: dict[int, tuple[list[str], list[Codes | Counter | Blocks]]] = {}
+            for di, ((m, d), dc) in enumerate(zip(days, d_counts, strict=True)):
+                if not dc:
+                    continue
+                names = Codes(
+                    dc, ALNUM, _width_for(dc, 62, 8), ".json.gz", salt=seed + ai * 7919 + ri * 101 + di
+                )
+                mp, mi = months.setdefault(m, ([], []))
+                mp.append(f"{d:02d}/")
+                mi.append(Blocks([f"{acct}_CloudTrail_{region}_2025{m:02d}{d:02d}T"], [names]))
+            year = Blocks([f"{m:02d}/" for m in months], [Blocks(*months[m]) for m in months])
+            r_pref.append(f"{region}/")
+            r_inner.append(Blocks(["2025/"], [year]))
+        pref.append(f"{acct}/")
+        inner.append(Blocks(["CloudTrail/"], [Blocks(r_pref, r_inner)]))
+    return Keyspace("cloudtrail", Blocks(["AWSLogs/"], [Blocks(pref, inner)]), seed=seed, size_median=20_000)
+
+
+def access_logs(n: int, seed: int = 42) -> Keyspace:
+    """logs/2025-MM-DD-HH-<16 HEX>: S3 server access logs, flat (no "/" past logs/), 8,064 hours of a
+    working-day cycle: the date and hour are fields of the name, not directories."""
+    rnd = random.Random(seed)
+    hours = [(m, d, h) for m in range(1, 13) for d in range(1, 29) for h in range(24)]
+    counts = _apportion(
+        n, [(0.2 + (1.0 if 9 <= h <= 18 else 0.0)) * rnd.uniform(0.5, 1.5) for _, _, h in hours]
+    )
+    pref: list[str] = []
+    inner: list[Codes | Counter | Blocks] = []
+    for i, ((m, d, h), c) in enumerate(zip(hours, counts, strict=True)):
+        if c:
+            pref.append(f"2025-{m:02d}-{d:02d}-{h:02d}-")
+            inner.append(Codes(c, "0123456789ABCDEF", 16, "", salt=seed + i))
+    return Keyspace("access-logs", Blocks(["logs/"], [Blocks(pref, inner)]), seed=seed, size_median=30_000)
+
+
+def fastq_runs(n: int, seed: int = 43) -> Keyspace:
+    """runs/<flowcell>/<sample>-<k>/<sample>_S<k>_L00<lane>_R<1|2>_<chunk>.fastq.gz: 400 sequencer runs of
+    Zipf(0.8) sizes, 4-96 samples each, eight lane/read series of numbered chunks in each sample's directory."""
+    rnd = random.Random(seed)
+    cells = sorted(
+        {"".join(rnd.choice("ABCDEFGHJKLMNPRSTUVWXY0123456789") for _ in range(9)) for _ in range(400)}
+    )
+    pref: list[str] = []
+    inner: list[Codes | Counter | Blocks] = []
+    for cell, cc in zip(cells, _apportion(n, _zipf(len(cells), 0.8, rnd)), strict=True):
+        if not cc:
+            continue
+        k = rnd.randint(4, 96)
+        s_pref: list[str] = []
+        s_inner: list[Codes | Counter | Blocks] = []
+        for si, sc in enumerate(_apportion(cc, _zipf(k, 0.7, rnd))):
+            if not sc:
+                continue
+            name = f"SMP{rnd.randrange(10**6):06d}"
+            series = [f"{name}_S{si + 1}_L00{lane}_R{r}_" for lane in range(1, 5) for r in (1, 2)]
+            l_pref: list[str] = []
+            l_inner: list[Codes | Counter | Blocks] = []
+            for prefix, lc in zip(series, _apportion(sc, [1.0] * len(series)), strict=True):
+                if lc:
+                    l_pref.append(prefix)
+                    l_inner.append(Counter(lc, max(3, len(str(lc + 1))), ".fastq.gz", start=1))
+            s_pref.append(f"{name}-{si:02d}/")
+            s_inner.append(Blocks(l_pref, l_inner))
+        pref.append(f"{cell}/")
+        inner.append(Blocks(s_pref, s_inner))
+    return Keyspace(
+        "fastq-runs", Blocks(["runs/"], [Blocks(pref, inner)]), seed=seed, size_median=500_000_000
+    )
+
+
 def random_hex(n: int, seed: int = 34) -> Keyspace:
     """32-hex names drawn at random (held in memory)."""
     rnd = random.Random(seed)
@@ -343,6 +460,9 @@ CHECK_SHAPES = {
     "sequential-ids": sequential_ids,
     "dir-per-object": dir_per_object,
     "giants-and-dust": giants_and_dust,
+    "cloudtrail": cloudtrail,
+    "access-logs": access_logs,
+    "fastq-runs": fastq_runs,
 }
 # the twelve shapes `--shapes all` runs (as before 2026-11-29), and every shape by name
 DEFAULT_SHAPES = {**SHAPES, **EXTRA_SHAPES}
