@@ -161,3 +161,35 @@ def test_a_tree_remainder_mostly_in_pos_directory_is_cut_among_its_files_too() -
             got = [o["Key"] for o in resp.get("Contents", [])]
             listed += got[: piece.take(got, resp["IsTruncated"], resp.get("NextContinuationToken"))]
     assert sorted(listed) == keys
+
+
+ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def test_a_directory_whose_names_repeat_its_date_is_sized_by_their_random_tail() -> None:
+    """CloudTrail-style names: every name of a day's directory repeats the date ("..._20250115T") before eight
+    random characters. The date's constant characters are in the tail's alphabet, but they are not its lowest
+    in the directory's first name, so they are the names' fixed text, not leading code positions that one page
+    did not vary: the directory is sized near its 3,000 keys (read as code: ~3.6e19). A directory of hex names
+    listed from its first name ("000...", the alphabet's lowest) is still sized over its leading positions."""
+    rnd = random.Random(5)
+
+    def names(day: str, n: int) -> list[str]:
+        tail = {"".join(rnd.choice(ALNUM) for _ in range(8)) for _ in range(n)}
+        return sorted(
+            f"logs/{day}/123456789012_CloudTrail_eu-west-1_{day.replace('-', '')}T{t}.json.gz" for t in tail
+        )
+
+    keys = names("2025-01-15", 3000) + names("2025-01-16", 3000)
+    cur = Cursor(KeyRange(id="r", start_after=None, end=None), prefix="logs/")
+    cur.take(keys[:PAGE], True, "t")
+    size = cur._leaf_size("logs/2025-01-15/")  # noqa: SLF001
+    assert size is not None
+    left, total = size
+    assert 0.8 * 3000 < total < 1.25 * 3000
+    assert 0.8 * 2000 < left < 1.25 * 2000
+    hexes = sorted({f"logs/x/{rnd.getrandbits(64):016x}.bin" for _ in range(200_000)})
+    cur = Cursor(KeyRange(id="r", start_after=None, end=None), prefix="logs/")
+    cur.take(hexes[:PAGE], True, "t")
+    size = cur._leaf_size("logs/x/")  # noqa: SLF001
+    assert size is not None and 0.8 * len(hexes) < size[1] < 1.25 * len(hexes)
