@@ -1374,8 +1374,8 @@ class Cursor:
 
     def _tree_leaf_cuts(self, tree: Tree, ways: int, page_keys: int) -> tuple[list[str], list[float]] | None:
         """Cuts among the files of pos's own directory, as the leaf path cuts them (``_aligned_cuts``, the
-        last piece to the directory's end), when what is left of it is worth two pieces or more of the tree's
-        remainder split ``ways`` ways; else None.
+        last piece to the directory's end), when what is left of it is worth two of the pieces (rounded) of
+        the tree's remainder split ``ways`` ways; else None.
 
         Cut only at the directories after it (``_weighted_cuts`` cannot cut inside one), a remainder mostly in
         pos's directory was given away as its small siblings, the donor keeping the rest; and where the
