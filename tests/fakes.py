@@ -4,7 +4,8 @@
   tests). Exactness tests run against moto; this fake exists so that hypothesis can run hundreds of
   examples quickly. It encodes keys like S3 with EncodingType=url (quote_plus).
 - ``answer_explores``: a work-stealing cursor's directory requests, answered by a ``FakeS3``;
-  ``cursor_after_pages``: a cursor that has listed the first pages of its keys and asked its levels.
+  ``cursor_after_pages``: a cursor that has listed the first pages of its keys and asked its levels;
+  ``list_ranges``: the keys a ``FakeS3`` gives fresh cursors over some ranges, listed to their ends.
 - ``LFS_FAKE``: a stand-in ``lfs`` program with the real one's argument handling and request limit,
   so the head-node HSM scripts can run here for real.
 """
@@ -273,6 +274,21 @@ def cursor_after_pages(
         cur.take(keys[p * page_keys : (p + 1) * page_keys], True, f"token-{p}")
     answer_explores(cur, s3, ways, policy)
     return cur
+
+
+def list_ranges(s3: FakeS3, ranges: Any, page_keys: int) -> list[str]:
+    """The keys of ``ranges`` (``KeyRange``s), each listed to its end by a fresh ``steal.Cursor`` through ``s3``
+    in pages of ``page_keys``, in the order given."""
+    from hpcstage.inventory.steal import Cursor
+
+    listed: list[str] = []
+    for rng in ranges:
+        piece = Cursor(rng)
+        while not piece.done:
+            resp = s3.list_objects_v2(Bucket="bkt", **piece.request(page_keys))
+            got = [o["Key"] for o in resp.get("Contents", [])]
+            listed += got[: piece.take(got, resp["IsTruncated"], resp.get("NextContinuationToken"))]
+    return listed
 
 
 class CountStats:

@@ -8,7 +8,7 @@ import itertools
 import math
 import random
 
-from fakes import FakeS3, cursor_after_pages
+from fakes import FakeS3, cursor_after_pages, list_ranges
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.steal import PAGE_MARGIN, Cursor, SplitPolicy
 
@@ -101,13 +101,7 @@ def test_the_files_of_the_directory_being_listed_are_cut_into_whole_pages() -> N
     assert sum(held) == len(keys) - 3 * page
     for n in held[:-1]:
         assert n % page == page - PAGE_MARGIN * page
-    listed = keys[: 3 * page]
-    for rng in given:
-        piece = Cursor(rng)
-        while not piece.done:
-            resp = s3.list_objects_v2(Bucket="bkt", **piece.request(page))
-            got = [o["Key"] for o in resp.get("Contents", [])]
-            listed += got[: piece.take(got, resp["IsTruncated"], resp.get("NextContinuationToken"))]
+    listed = keys[: 3 * page] + list_ranges(s3, given, page)
     kept = [k for k in keys if cur.pos < k <= cur.range.end]  # type: ignore[operator]
     assert sorted(listed + kept) == keys
 
@@ -153,13 +147,8 @@ def test_a_tree_remainder_mostly_in_pos_directory_is_cut_among_its_files_too() -
     kept = _listed(keys, cur.pos, cur.range.end)
     assert 0.4 * left_in_m < kept < 0.6 * left_in_m
     assert cur.range.estimate % page == page - PAGE_MARGIN * page  # the donor's pages end nearly full
-    listed = keys[: 30 * page]
-    for rng in [KeyRange(id="kept", start_after=cur.pos, end=cur.range.end), *given]:
-        piece = Cursor(rng)
-        while not piece.done:
-            resp = s3.list_objects_v2(Bucket="bkt", **piece.request(page))
-            got = [o["Key"] for o in resp.get("Contents", [])]
-            listed += got[: piece.take(got, resp["IsTruncated"], resp.get("NextContinuationToken"))]
+    donor = KeyRange(id="kept", start_after=cur.pos, end=cur.range.end)
+    listed = keys[: 30 * page] + list_ranges(s3, [donor, *given], page)
     assert sorted(listed) == keys
 
 
