@@ -1382,10 +1382,10 @@ class Cursor:
         siblings were each under a piece's minimum, not at all: the stream listed it alone (simulator, 25M
         multi-tenant with such a minimum, 150,000 keys of one tenant listed by one stream for 22 s). Without a
         minimum, 25M multi-tenant 3.23 -> 2.80 % LIST overhead on seeds 2-4 (bench/RESULTS.md)."""
-        total, rest, _ = tree
+        total, own, _ = tree  # own: the keys left in pos's directory
         if ways < 2 or total <= 0:
             return None
-        k = min(ways, round(rest / (total / ways)))
+        k = min(ways, round(own / (total / ways)))
         if k < 2:
             return None
         levels = self._leaf_crossed()
