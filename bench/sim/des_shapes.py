@@ -34,6 +34,8 @@ Checks added on 2026-11-29 (fourteenth session), AWS and sequencing layouts, als
   the date and hour fields of the name.
 - ``fastq-runs``: ``runs/<flowcell>/<sample>-<k>/<sample>_S<k>_L00<lane>_R<1|2>_<chunk>.fastq.gz``: eight numbered
   series in each sample's directory.
+- ``access-logs-multi`` (fifteenth session): ``logs/<bucket>/2025-MM-DD-HH-<16 HEX>``, six buckets' access logs of
+  Zipf(1.0) sizes, each flat under a target prefix of its own.
 And, by name only (its keys are held in memory: about 4 GB at 25M), ``random-hex``: 32-hex names drawn at
 random, so that the keys in a span vary as a random sample's do (``Codes`` places one a slot: its counts in a
 span are exact to a key).
@@ -405,6 +407,34 @@ def access_logs(n: int, seed: int = 42) -> Keyspace:
     return Keyspace("access-logs", Blocks(["logs/"], [Blocks(pref, inner)]), seed=seed, size_median=30_000)
 
 
+def access_logs_multi(n: int, seed: int = 44) -> Keyspace:
+    """logs/<bucket>/2025-MM-DD-HH-<16 HEX>: the S3 server access logs of six buckets, each under a target
+    prefix of its own (Zipf(1.0) sizes), flat under it as in ``access_logs``."""
+    rnd = random.Random(seed)
+    buckets = sorted(
+        {"".join(rnd.choice("abcdefghijklmnopqrstuvwxyz-") for _ in range(10)) for _ in range(6)}
+    )
+    hours = [(m, d, h) for m in range(1, 13) for d in range(1, 29) for h in range(24)]
+    pref: list[str] = []
+    inner: list[Codes | Counter | Blocks] = []
+    for b, (name, bn) in enumerate(zip(buckets, _apportion(n, _zipf(len(buckets), 1.0, rnd)), strict=True)):
+        counts = _apportion(
+            bn, [(0.2 + (1.0 if 9 <= h <= 18 else 0.0)) * rnd.uniform(0.5, 1.5) for _, _, h in hours]
+        )
+        h_pref: list[str] = []
+        h_inner: list[Codes | Counter | Blocks] = []
+        for i, ((m, d, h), c) in enumerate(zip(hours, counts, strict=True)):
+            if c:
+                h_pref.append(f"2025-{m:02d}-{d:02d}-{h:02d}-")
+                h_inner.append(Codes(c, "0123456789ABCDEF", 16, "", salt=seed + b * 10_000 + i))
+        if h_pref:
+            pref.append(f"{name}/")
+            inner.append(Blocks(h_pref, h_inner))
+    return Keyspace(
+        "access-logs-multi", Blocks(["logs/"], [Blocks(pref, inner)]), seed=seed, size_median=30_000
+    )
+
+
 def fastq_runs(n: int, seed: int = 43) -> Keyspace:
     """runs/<flowcell>/<sample>-<k>/<sample>_S<k>_L00<lane>_R<1|2>_<chunk>.fastq.gz: 400 sequencer runs of
     Zipf(0.8) sizes, 4-96 samples each, eight lane/read series of numbered chunks in each sample's directory."""
@@ -462,6 +492,7 @@ CHECK_SHAPES = {
     "giants-and-dust": giants_and_dust,
     "cloudtrail": cloudtrail,
     "access-logs": access_logs,
+    "access-logs-multi": access_logs_multi,
     "fastq-runs": fastq_runs,
 }
 # the twelve shapes `--shapes all` runs (as before 2026-11-29), and every shape by name

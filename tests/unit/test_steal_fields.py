@@ -1,0 +1,113 @@
+"""Names made of fields (steal.MIN_GROUP_KEYS): a flat directory of access logs whose date and hour roll over,
+and a sample directory of lanes, reads and chunks. The first and third tests fail on the engine before
+2026-11-29's change; the second holds on both (the rule needs fields that have rolled over)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import random
+
+from fakes import FakeS3, answer_explores, list_ranges
+from hpcstage.inventory.model import KeyRange
+from hpcstage.inventory.steal import Cursor, SplitPolicy
+
+PAGE = 1000
+
+
+def _held(keys: list[str], rng: KeyRange) -> int:
+    lo = 0 if rng.start_after is None else bisect.bisect_right(keys, rng.start_after)
+    hi = len(keys) if rng.end is None else bisect.bisect_right(keys, rng.end)
+    return hi - lo
+
+
+def _access_logs(keys_per_hour: int, seed: int = 3) -> list[str]:
+    rnd = random.Random(seed)
+    return sorted(
+        f"logs/2025-{m:02d}-{d:02d}-{h:02d}-{rnd.getrandbits(64):016X}"
+        for m in range(1, 13)
+        for d in range(1, 8)
+        for h in range(24)
+        for _ in range(keys_per_hour)
+    )
+
+
+def test_an_open_flat_directory_of_rolling_date_fields_is_cut_across_its_months() -> None:
+    """S3 access logs ("logs/2025-MM-DD-HH-<hex>", flat): the first page rolls the hour over, so the names are
+    fields and what is left of the directory is of unknown extent. The bucket's first range is cut at the next
+    values of those fields (days, months, years): its largest piece holds 33,600 of the 50,400 keys (February
+    to September, which its thief cuts again). Before, the range was sized as the rest of the day by the hour's
+    code and cut inside January, and its last piece, the rest of the year, held 46,200."""
+    keys = _access_logs(keys_per_hour=25)
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=2, page_keys=PAGE)
+    cur = Cursor(KeyRange(id="r", start_after=None, end=None))
+    cur.take(keys[:PAGE], True, "token-0")
+    assert cur.pos is not None and cur.pos[:16] != keys[0][:16]  # the page crossed hours
+    answer_explores(cur, s3, 16, policy)
+    ids = itertools.count()
+    given = cur.split(16, policy, lambda: f"p{next(ids)}")
+    assert cur.cut_path == "leaf-open"
+    assert len(given) >= 4
+    pieces = [cur.range, *given]
+    held = [_held(keys, p) for p in pieces]
+    assert sum(held) == len(keys)
+    assert max(held) < 0.7 * len(keys)
+    # at least one piece begins in a later month
+    assert any(p.start_after is not None and p.start_after >= "logs/2025-02" for p in given)
+    # the pieces tile the key space: listed to their ends, they give every key once
+    rest = KeyRange(id="r", start_after=cur.pos, end=cur.range.end)
+    assert list_ranges(s3, [rest, *given], PAGE) == keys[PAGE:]
+
+
+def test_a_directory_listed_within_one_field_group_keeps_its_code_sizes() -> None:
+    """The same names listed within one hour (the page does not roll a field over) are sized by their hex tail
+    as before: the rule needs the fields to have changed under the cursor."""
+    keys = _access_logs(keys_per_hour=2000)
+    cur = Cursor(KeyRange(id="r", start_after=None, end=None))
+    cur.take(keys[:PAGE], True, "token-0")
+    assert cur.pos is not None and cur.pos[:19] == keys[0][:19]  # one hour
+    assert not cur._leaf_open("logs/")  # noqa: SLF001
+    size = cur._leaf_size("logs/")  # noqa: SLF001
+    assert size is not None
+    assert 0.8 * 2000 < size[1] < 1.25 * 2000  # the hour's keys
+
+
+def _fastq(sample: str, s: int, chunks: int) -> list[str]:
+    return [
+        f"runs/FC1/{sample}-{s:02d}/{sample}_S{s}_L00{lane}_R{read}_{c:03d}.fastq.gz"
+        for lane in range(1, 5)
+        for read in (1, 2)
+        for c in range(1, chunks + 1)
+    ]
+
+
+def test_a_directory_of_lanes_and_reads_is_sized_by_the_group_being_listed() -> None:
+    """fastq names ("<sample>_S1_L001_R1_001.fastq.gz"), in a piece its donor sized: a page that runs from read 1
+    into read 2 shows the read digit (two values) and the chunk number varying, so its names read as no code from
+    the first position they vary at. They are read as the code of pos's own group ("..._L001_R2_"): the
+    directory is sized and cut by its chunk numbers. Before, the directory had no size, and the remainder was
+    estimated by interpolation across the sample numbers up to the next directory, at about 5e20 pages."""
+    keys = sorted(_fastq("SMP000001", 1, 600) + _fastq("SMP000002", 2, 600))
+    end = "runs/FC1/SMP000002-02/"
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=2, page_keys=PAGE)
+    # the piece of a donor that sized the directory (``inherited_pages``): its extent is not unknown
+    cur = Cursor(KeyRange(id="r", start_after="runs/FC1/SMP000001-01/", end=end, estimate=4800))
+    cur.take(keys[:PAGE], True, "token-0")
+    assert cur.pos is not None and "_L001_R2_" in cur.pos
+    answer_explores(cur, s3, 4, policy)
+    leaf = "runs/FC1/SMP000001-01/"
+    assert not cur._leaf_open(leaf)  # noqa: SLF001
+    size = cur._leaf_size(leaf)  # noqa: SLF001
+    assert size is not None
+    left, total = size
+    assert 100 < left < 1000  # the rest of read 2's chunks, by their 3-digit code (200 are left)
+    pages = cur.remaining_pages(PAGE)
+    assert pages is not None and 0 < pages < 1
+    model = cur._leaf_cut_model(leaf)  # noqa: SLF001
+    assert model is not None
+    frame = model[0]
+    assert frame is not None
+    prefix = f"{leaf}SMP000001_S1_L001_R2_"
+    assert frame.lo.startswith(prefix) and frame.hi.startswith(prefix)
