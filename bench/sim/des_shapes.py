@@ -390,10 +390,9 @@ def cloudtrail(n: int, seed: int = 41) -> Keyspace:
     return Keyspace("cloudtrail", Blocks(["AWSLogs/"], [Blocks(pref, inner)]), seed=seed, size_median=20_000)
 
 
-def access_logs(n: int, seed: int = 42) -> Keyspace:
-    """logs/2025-MM-DD-HH-<16 HEX>: S3 server access logs, flat (no "/" past logs/), 8,064 hours of a
-    working-day cycle: the date and hour are fields of the name, not directories."""
-    rnd = random.Random(seed)
+def _log_hours(n: int, rnd: random.Random, salt: int) -> tuple[list[str], list[Codes | Counter | Blocks]]:
+    """``n`` access logs over 8,064 hours of a working-day cycle (2025-MM-DD-HH-, 28 days a month), named
+    ``<16 HEX>`` under each hour: the prefixes and blocks of a ``Blocks``."""
     hours = [(m, d, h) for m in range(1, 13) for d in range(1, 29) for h in range(24)]
     counts = _apportion(
         n, [(0.2 + (1.0 if 9 <= h <= 18 else 0.0)) * rnd.uniform(0.5, 1.5) for _, _, h in hours]
@@ -403,7 +402,14 @@ def access_logs(n: int, seed: int = 42) -> Keyspace:
     for i, ((m, d, h), c) in enumerate(zip(hours, counts, strict=True)):
         if c:
             pref.append(f"2025-{m:02d}-{d:02d}-{h:02d}-")
-            inner.append(Codes(c, "0123456789ABCDEF", 16, "", salt=seed + i))
+            inner.append(Codes(c, "0123456789ABCDEF", 16, "", salt=salt + i))
+    return pref, inner
+
+
+def access_logs(n: int, seed: int = 42) -> Keyspace:
+    """logs/2025-MM-DD-HH-<16 HEX>: S3 server access logs, flat (no "/" past logs/), 8,064 hours of a
+    working-day cycle: the date and hour are fields of the name, not directories."""
+    pref, inner = _log_hours(n, random.Random(seed), seed)
     return Keyspace("access-logs", Blocks(["logs/"], [Blocks(pref, inner)]), seed=seed, size_median=30_000)
 
 
@@ -414,19 +420,10 @@ def access_logs_multi(n: int, seed: int = 44) -> Keyspace:
     buckets = sorted(
         {"".join(rnd.choice("abcdefghijklmnopqrstuvwxyz-") for _ in range(10)) for _ in range(6)}
     )
-    hours = [(m, d, h) for m in range(1, 13) for d in range(1, 29) for h in range(24)]
     pref: list[str] = []
     inner: list[Codes | Counter | Blocks] = []
     for b, (name, bn) in enumerate(zip(buckets, _apportion(n, _zipf(len(buckets), 1.0, rnd)), strict=True)):
-        counts = _apportion(
-            bn, [(0.2 + (1.0 if 9 <= h <= 18 else 0.0)) * rnd.uniform(0.5, 1.5) for _, _, h in hours]
-        )
-        h_pref: list[str] = []
-        h_inner: list[Codes | Counter | Blocks] = []
-        for i, ((m, d, h), c) in enumerate(zip(hours, counts, strict=True)):
-            if c:
-                h_pref.append(f"2025-{m:02d}-{d:02d}-{h:02d}-")
-                h_inner.append(Codes(c, "0123456789ABCDEF", 16, "", salt=seed + b * 10_000 + i))
+        h_pref, h_inner = _log_hours(bn, rnd, seed + b * 10_000)
         if h_pref:
             pref.append(f"{name}/")
             inner.append(Blocks(h_pref, h_inner))

@@ -111,3 +111,23 @@ def test_a_directory_of_lanes_and_reads_is_sized_by_the_group_being_listed() -> 
     assert frame is not None
     prefix = f"{leaf}SMP000001_S1_L001_R2_"
     assert frame.lo.startswith(prefix) and frame.hi.startswith(prefix)
+
+
+def test_a_directory_of_rolling_fields_that_outgrew_its_siblings_size_is_of_unknown_extent() -> None:
+    """Six buckets' access logs, each flat under a prefix of its own: the donor sized the buckets by the hour
+    its first page was in, before any field rolled over, and the piece carries that size for its siblings
+    (``carried_mean``). Once the piece's own fields roll over and it has listed twice that size in its directory,
+    the directory is of unknown extent; within twice the size, or in a piece its donor sized, it is not."""
+    keys = [k.replace("logs/", "logs/b/") for k in _access_logs(keys_per_hour=25)]
+
+    def cursor(mean: float, estimate: int = 0) -> Cursor:
+        cur = Cursor(KeyRange(id="r", start_after="logs/a/", end="logs/c/", estimate=estimate))
+        cur.carried_mean["logs/"] = mean  # the donor's size for the buckets
+        cur.take(keys[:PAGE], True, "token-0")
+        return cur
+
+    outgrown = cursor(300.0)  # one hour's keys; 1,000 listed
+    assert outgrown._sibling_mean("logs/") == 300.0  # noqa: SLF001
+    assert outgrown._leaf_open("logs/b/")  # noqa: SLF001
+    assert not cursor(800.0)._leaf_open("logs/b/")  # noqa: SLF001
+    assert not cursor(300.0, estimate=40_000)._leaf_open("logs/b/")  # noqa: SLF001

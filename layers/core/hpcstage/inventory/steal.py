@@ -215,18 +215,19 @@ COUNTER_MAX_AHEAD = 2**53
 # open remainder so sized at the rest of a day was refused its splits or cut inside that day, and its last piece,
 # the rest of the year, went on hop by hop, a day a hop (simulator, 25M access-logs: 522.9 s). Where the names'
 # fields have rolled over while the cursor listed them (``Cursor._fields_rolled``) and nothing else sizes the
-# directory (no directory known after it in the remainder, no counted size of its siblings, no estimate from
-# the donor left), what is left of it is of unknown extent (``Cursor._leaf_open``): unsized, and cut at the next
-# values each field may take, as an open remainder is (``_open_points``: the next hours, days, months and
-# years), the pieces then cut by interpolation by their thieves (25M access-logs 11.9 s, 8.96 % LIST overhead;
+# directory (no size of its siblings that it has not outgrown twice, no estimate from the donor left; for its
+# own size, no directory known after it in the remainder), what is left of it is of unknown extent
+# (``Cursor._leaf_open``): unsized, and cut at the next values each field may take, as an open remainder is
+# (``_open_points``: the next hours, days, months and years; not a field that repeats one of the directory's
+# path), the pieces then cut by interpolation by their thieves (25M access-logs 11.9 s, 8.96 % LIST overhead;
 # bench/RESULTS.md). Its size by the one field's code is not carried to thieves as its siblings' size
-# (``Cursor.units``), and a size the cursor set itself at a split is no estimate from a donor: six buckets' logs,
-# each under a prefix of its own, were sized so and listed a day a hop (25M access-logs-multi: 157.1 s before any
-# of this, 279.3 s with the rule above alone, 17.1 s).
-# Names whose sample spans a change of a field before the last read as the code of pos's own group of names
-# (``Cursor._field_group``), of at least MIN_GROUP_KEYS sampled names (25M fastq-runs 31.9 s / 82.31 % LIST
-# overhead -> 20.2 s / 16.54 %). The rollover cuts still land in empty space where a field ends below its
-# class's last digit (days past 28, lanes past 4): an open problem.
+# (``Cursor.units``), and a size the cursor set itself at a split is no estimate from a donor: six buckets'
+# logs, each under a prefix of its own, were sized by the hour the first page was in and listed a day a hop
+# (access-logs-multi: 157.1 s at 25M before any of this, 778.6 s at 100M while a sibling size held however far
+# the directory outgrew it). Names whose sample spans a change of a field before the last read as the code of
+# pos's own group of names (``Cursor._field_group``), of at least MIN_GROUP_KEYS sampled names (25M fastq-runs
+# 31.9 s / 82.31 % LIST overhead before). The rollover cuts still land in empty space where a field ends below
+# its class's last digit (days past 28, lanes past 4): an open problem.
 MIN_GROUP_KEYS = 3
 
 # Cuts placed at the prefix's own level when nothing there was sampled: the space above is unknown, and
@@ -1164,16 +1165,25 @@ class Cursor:
             return False
         return _token_start(pos, len(common_prefix(listed[0], pos)), len(leaf)) < last
 
-    def _leaf_open(self, leaf: str) -> bool:
+    def _leaf_open(self, leaf: str, sizing: bool = False) -> bool:
         """Whether what is left of ``leaf`` (pos's directory) is of unknown extent (see MIN_GROUP_KEYS): the
-        remainder reaches past it with no directory known after it, its siblings' sizes are unknown, no
-        estimate from the donor is left (``inherited_pages``), and its names are fields that roll over
-        (``_fields_rolled``)."""
+        remainder reaches past it, its siblings' size is unknown or it has shown twice that (``_outgrew``), no
+        estimate from its donor is left (``inherited_pages``), and its names are fields that roll over
+        (``_fields_rolled``).
+
+        ``sizing``: for the directory's size, which the tree estimate also sizes the directories after it by,
+        only where none is known after it in the remainder (a size by one field's code served the tree better
+        than none: without, 25M fastq-runs 20.2 -> 31.1 s). Its cuts are those of an open remainder wherever it
+        is: the donor keeps it whole while it gives the directories after it, and cuts it at its next split.
+        A sibling size held the directory as sized however far it outgrew it (the donor's, by one field's code
+        at its first split before any field rolled over: 100M access-logs-multi 778.6 s; 28.9 s now)."""
         end = self.range.end
-        if self.pos is None or (end is not None and end < _past(leaf)) or self._known_dirs():
+        if self.pos is None or (end is not None and end < _past(leaf)):
             return False
-        if self._sibling_mean(_parent(leaf)) is not None:
+        if sizing and self._known_dirs():
             return False
+        if self._sibling_mean(_parent(leaf)) is not None and not self._outgrew(leaf):
+            return False  # sized as its siblings, and not twice their size yet
         if not self.has_split and self.inherited_pages() is not None:
             return False  # its donor sized it (a size of its own, set by its own splits, is no news)
         return self._fields_rolled(leaf)
@@ -1181,7 +1191,7 @@ class Cursor:
     def _leaf_size(self, leaf: str) -> tuple[float, float] | None:
         """(keys left in ``pos``'s directory ``leaf`` after pos, keys it holds), from the keys listed there;
         None before any key is (a versioned page whose rows are all of one key carried to the next page)."""
-        if self.first is None or self.pos is None or self._leaf_open(leaf):
+        if self.first is None or self.pos is None or self._leaf_open(leaf, sizing=True):
             return None
         in_leaf = [k for k in self.sample if k.startswith(leaf)]
         listed = self._leaf_listed(leaf)
