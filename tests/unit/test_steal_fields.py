@@ -131,3 +131,29 @@ def test_a_directory_of_rolling_fields_that_outgrew_its_siblings_size_is_of_unkn
     assert outgrown._leaf_open("logs/b/")  # noqa: SLF001
     assert not cursor(800.0)._leaf_open("logs/b/")  # noqa: SLF001
     assert not cursor(300.0, estimate=40_000)._leaf_open("logs/b/")  # noqa: SLF001
+
+
+def test_the_size_of_a_directory_of_fields_is_not_carried_before_any_field_rolls_over() -> None:
+    """At 1B an hour of access logs is 124 pages: the bucket's first page lies within one hour, no field has
+    rolled over, and the directory's size by the hex tail is one hour's keys. The tree estimate sizes by it but
+    does not record it for thieves (``units``, carried as their siblings' size, which held every piece as sized:
+    simulator, 1B access-logs 4,762.6 s). A directory of names whose digits repeat its path's (CloudTrail's
+    account and region) is no directory of fields."""
+    keys = _access_logs(keys_per_hour=2000)
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=2, page_keys=PAGE)
+    cur = Cursor(KeyRange(id="r", start_after=None, end=None))
+    cur.take(keys[:PAGE], True, "token-0")
+    answer_explores(cur, s3, 16, policy)
+    assert cur._fielded("logs/") and not cur._fields_rolled("logs/")  # noqa: SLF001
+    assert cur.remaining_pages(PAGE) is not None
+    assert cur.units == {}
+    rnd = random.Random(9)
+    trail = sorted(
+        f"AWSLogs/123456789012/CloudTrail/eu-west-1/2025/01/15/123456789012_CloudTrail_eu-west-1_"
+        f"20250115T{rnd.getrandbits(40):010x}.json.gz"
+        for _ in range(3000)
+    )
+    ct = Cursor(KeyRange(id="r", start_after=None, end=None))
+    ct.take(trail[:PAGE], True, "token-0")
+    assert not ct._fielded("AWSLogs/123456789012/CloudTrail/eu-west-1/2025/01/15/")  # noqa: SLF001
