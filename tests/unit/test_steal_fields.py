@@ -1,6 +1,7 @@
 """Names made of fields (steal.MIN_GROUP_KEYS): a flat directory of access logs whose date and hour roll over,
-and a sample directory of lanes, reads and chunks. The first and third tests fail on the engine before
-2026-11-29's change; the second holds on both (the rule needs fields that have rolled over)."""
+and a sample directory of lanes, reads and chunks. The first and third tests fail on 62db0db's engine (before this
+work), the fourth on 65195de's, the fifth on cd375ae's; the second holds on all (an open directory needs fields that
+have rolled over)."""
 
 from __future__ import annotations
 

@@ -221,10 +221,12 @@ COUNTER_MAX_AHEAD = 2**53
 # (``_open_points``: the next hours, days, months and years; not a field that repeats one of the directory's
 # path), the pieces then cut by interpolation by their thieves (25M access-logs 11.9 s, 8.96 % LIST overhead;
 # bench/RESULTS.md). Its size by the one field's code is not carried to thieves as its siblings' size
-# (``Cursor.units``), and a size the cursor set itself at a split is no estimate from a donor: six buckets'
-# logs, each under a prefix of its own, were sized by the hour the first page was in and listed a day a hop
-# (access-logs-multi: 157.1 s at 25M before any of this, 778.6 s at 100M while a sibling size held however far
-# the directory outgrew it). Names whose sample spans a change of a field before the last read as the code of
+# (``Cursor.units``) whether or not a field has rolled over yet (``Cursor._fielded``), and a size the cursor set
+# itself at a split is no estimate from a donor: six buckets' logs, each under a prefix of its own, were sized by
+# the hour the first page was in and listed a day a hop (access-logs-multi: 157.1 s at 25M before any of this,
+# 778.6 s at 100M while a sibling size held however far the directory outgrew it), and at 1B, where an hour is
+# 124 pages, the one "logs/" was listed an hour a hop (1B access-logs 4,762.6 s while only a directory whose
+# fields had rolled kept its size to itself). Names whose sample spans a change of a field before the last read as the code of
 # pos's own group of names (``Cursor._field_group``), of at least MIN_GROUP_KEYS sampled names (25M fastq-runs
 # 31.9 s / 82.31 % LIST overhead before). The rollover cuts still land in empty space where a field ends below
 # its class's last digit (days past 28, lanes past 4): an open problem.
