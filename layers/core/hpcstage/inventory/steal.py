@@ -1150,19 +1150,24 @@ class Cursor:
         keys = max(2, round(self.page_n * sampled / max(1, len(self.sample))))
         return group[0], keys, group, code
 
+    def _leaf_names(self, leaf: str) -> tuple[list[str], int] | None:
+        """The sampled names of ``leaf`` (pos's directory) with pos, sorted, and where the last field they vary
+        in starts (``_last_field``); None before any key is taken. What ``_fielded``, ``_fields_rolled`` and
+        ``_rollover_cuts`` read."""
+        pos = self.pos
+        if pos is None:
+            return None
+        ordered = sorted({*(k for k in self.sample if k.startswith(leaf)), pos})
+        return ordered, _last_field(ordered, len(leaf))
+
     def _fielded(self, leaf: str) -> bool:
         """Whether the names of ``leaf`` (pos's directory) are fields: a field with a digit that is none of the
         directory path's precedes the last field the last page's names vary in ("logs/2025-01-01-10-<hex>":
         the date and hour; not "<account>_CloudTrail_<region>_20250115T<random>" under
         "AWSLogs/<account>/CloudTrail/<region>/2025/01/15/", whose digits before its last field repeat the
         path's)."""
-        pos = self.pos
-        if pos is None:
-            return False
-        ordered = sorted({*(k for k in self.sample if k.startswith(leaf)), pos})
-        last = _last_field(ordered, len(leaf))
-        path = _fields(leaf)
-        return any(f not in path and any("0" <= c <= "9" for c in f) for f in _fields(pos[len(leaf) : last]))
+        names = self._leaf_names(leaf)
+        return names is not None and self.pos is not None and _digit_field_before(self.pos, leaf, names[1])
 
     def _fields_rolled(self, leaf: str) -> bool:
         """Whether the names of ``leaf`` (pos's directory) are fields (``_fielded``), of which one before the
@@ -1172,10 +1177,12 @@ class Cursor:
         directory) differ only in it, however far the listing goes."""
         pos = self.pos
         listed = self._leaf_listed(leaf)
-        if pos is None or listed is None or not self._fielded(leaf):
+        names = self._leaf_names(leaf)
+        if pos is None or listed is None or names is None:
             return False
-        ordered = sorted({*(k for k in self.sample if k.startswith(leaf)), pos})
-        last = _last_field(ordered, len(leaf))
+        last = names[1]
+        if not _digit_field_before(pos, leaf, last):
+            return False
         return _token_start(pos, len(common_prefix(listed[0], pos)), len(leaf)) < last
 
     def _leaf_open(self, leaf: str, sizing: bool = False) -> bool:
@@ -1492,8 +1499,9 @@ class Cursor:
     def _rollover_cuts(self, leaf: str, leaf_end: str, ways: int) -> list[str]:
         """Cut points in what is left of ``leaf``, pos's directory, whose names are fields of unknown extent
         (``_leaf_open``): those of an open remainder (``_open_points``) from pos, below the directory's end."""
-        assert self.pos is not None
-        ordered = sorted({*(k for k in self.sample if k.startswith(leaf)), self.pos})
+        names = self._leaf_names(leaf)
+        assert self.pos is not None and names is not None
+        ordered = names[0]
         code = code_run(ordered, len(leaf))
         # a field that repeats one of the directory's path ("SMP000001-01/SMP000001_S1_...": the sample's
         # number) is the same in every name of it: no cut where it would take another value (25M fastq-runs
@@ -1633,6 +1641,13 @@ def _fields(text: str) -> set[str]:
     """The fields of ``text``: its runs of letters and digits ("runs/FC1/SMP000001-01/" -> runs, FC1,
     SMP000001, 01)."""
     return {"".join(run) for alnum, run in itertools.groupby(text, str.isalnum) if alnum}
+
+
+def _digit_field_before(name: str, leaf: str, last: int) -> bool:
+    """Whether a field of ``name`` (in directory ``leaf``) before position ``last`` has a digit and is none of
+    the directory path's fields (``Cursor._fielded``)."""
+    path = _fields(leaf)
+    return any(f not in path and any("0" <= c <= "9" for c in f) for f in _fields(name[len(leaf) : last]))
 
 
 def _field_at(key: str, p: int, floor: int) -> str:
