@@ -1,7 +1,7 @@
-"""Names made of fields (steal.MIN_GROUP_KEYS): a flat directory of access logs whose date and hour roll over,
-and a sample directory of lanes, reads and chunks. The first and third tests fail on 62db0db's engine (before this
-work), the fourth on 65195de's, the fifth on cd375ae's; the second holds on all (an open directory needs fields that
-have rolled over)."""
+"""Names made of fields (steal.MIN_GROUP_KEYS, steal.GROUPS): a flat directory of access logs whose date and hour
+roll over, and sample directories of lanes, reads and chunks. The first and third tests fail on 62db0db's engine
+(before this work), the fourth on 65195de's, the fifth on cd375ae's, the last three (series of numbered chunks) on
+fe2e721's; the second holds on all (an open directory needs fields that have rolled over)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import random
 
 from fakes import FakeS3, answer_explores, list_ranges
 from hpcstage.inventory.model import KeyRange
-from hpcstage.inventory.steal import Cursor, SplitPolicy
+from hpcstage.inventory.steal import Cursor, SplitPolicy, _last_field
 
 PAGE = 1000
 
@@ -158,3 +158,95 @@ def test_the_size_of_a_directory_of_fields_is_not_carried_before_any_field_rolls
     ct = Cursor(KeyRange(id="r", start_after=None, end=None))
     ct.take(trail[:PAGE], True, "token-0")
     assert not ct._fielded("AWSLogs/123456789012/CloudTrail/eu-west-1/2025/01/15/")  # noqa: SLF001
+
+
+def _fastq_big(chunks: int) -> list[str]:
+    """Two sample directories of eight lane/read series of ``chunks`` numbered chunks each (5 digits)."""
+    return sorted(
+        f"runs/FC1/{sample}-{s:02d}/{sample}_S{s}_L00{lane}_R{read}_{c:05d}.fastq.gz"
+        for sample, s in (("SMP000001", 1), ("SMP000002", 2))
+        for lane in range(1, 5)
+        for read in (1, 2)
+        for c in range(1, chunks + 1)
+    )
+
+
+def test_a_directory_of_series_is_cut_at_its_next_read_and_lane() -> None:
+    """A remainder that starts in the first of eight series ("..._L001_R1_00001" on) of a sample directory and
+    reaches past it (GROUPS): the series' counter sizes the rest of that series (2,000 keys, as far again as it
+    reached), and the other series are of unknown extent, so the remainder is cut at the next value of each
+    field before the counter ("..._R2", "..._L002", "..._S2"), each piece estimated as one series (4,002 keys);
+    not at "..._L01" (lanes 10-19). On fe2e721's engine the remainder was cut by interpolation in the first
+    series: the donor kept it to "..._R1_03900" and gave one piece, its 28,100 keys estimated at 2,102."""
+    keys = _fastq_big(4000)
+    leaf = "runs/FC1/SMP000001-01/"
+    end = "runs/FC1/SMP000002-02/"
+    s3 = FakeS3(keys)
+    policy = SplitPolicy(min_split_pages=2, page_keys=PAGE)
+    cur = Cursor(KeyRange(id="r", start_after=leaf, end=end))
+    cur.take(keys[: 2 * PAGE], True, "token-0")
+    assert cur.pos == f"{leaf}SMP000001_S1_L001_R1_02000.fastq.gz"
+    answer_explores(cur, s3, 8, policy)
+    ids = itertools.count()
+    given = cur.split(8, policy, lambda: f"p{next(ids)}")
+    assert cur.cut_path == "group"
+    name = f"{leaf}SMP000001_S1_"
+    assert [p.start_after for p in given] == [f"{name}L001_R2", f"{name}L002", f"{leaf}SMP000001_S2"]
+    assert [p.estimate for p in given] == [4002, 4002, 4002]
+    assert cur.range.end == f"{name}L001_R2" and cur.range.estimate == 2001
+    # the donor keeps the rest of read 1, lane 1; then read 2 of lane 1, lanes 2-4, and past the sample's number
+    assert [_held(keys, p) for p in [cur.range, *given]] == [4000, 4000, 24000, 0]
+    rest = KeyRange(id="r", start_after=cur.pos, end=cur.range.end)
+    assert list_ranges(s3, [rest, *given], PAGE) == [k for k in keys if cur.pos < k <= end]
+
+
+def test_a_piece_of_later_series_is_bounded_by_its_series_counter() -> None:
+    """A thief's piece from one lane to the next value of the lane's tens digit ("..._L003" to "..._L01"), whose
+    page runs from read 1 into read 2: its names read as no code, and the remainder was sized by interpolation
+    over the read letter closed to G-Z and the lane digits to 0-9 (fe2e721: 1,282 pages). It is bounded by what
+    pos's series' counter has reached (GROUPS): as many chunks again as read 2 shows, 400."""
+    keys = _fastq_big(600)
+    leaf = "runs/FC1/SMP000001-01/"
+    cur = Cursor(KeyRange(id="r", start_after=f"{leaf}SMP000001_S1_L003", end=f"{leaf}SMP000001_S1_L01"))
+    first = bisect.bisect_right(keys, f"{leaf}SMP000001_S1_L003")
+    cur.take(keys[first : first + PAGE], True, "token-0")
+    assert cur.pos == f"{leaf}SMP000001_S1_L003_R2_00400.fastq.gz"
+    pages = cur.remaining_pages(PAGE)
+    assert pages is not None and 0.35 < pages < 0.45
+
+
+def test_a_piece_cut_at_a_series_is_split_by_its_donors_estimate() -> None:
+    """A thief's piece that starts at a read its donor cut at ("..._L001_R2"), estimated as one series (4,000
+    keys): after its first page the counter alone says 1,000 more, and the donor's estimate (3,000 left) stands;
+    the series' rest is cut in whole pages (less the margin) at once, and the read after it is probed (fe2e721:
+    the donor kept the whole series, and the seven pieces it cut by interpolation past it were empty). A piece
+    that starts at the directory itself carries the directory's estimate (32,000 keys), not a series': its
+    series is sized by the counter's reach, 1,001 keys, each later piece by twice that."""
+    keys = _fastq_big(4000)
+    leaf = "runs/FC1/SMP000001-01/"
+    name = f"{leaf}SMP000001_S1_"
+    policy = SplitPolicy(min_split_pages=1, page_keys=PAGE)
+    cur = Cursor(KeyRange(id="r", start_after=f"{name}L001_R2", end=f"{name}L002", estimate=4000))
+    first = bisect.bisect_right(keys, f"{name}L001_R2")
+    cur.take(keys[first : first + PAGE], True, "token-0")
+    ids = itertools.count()
+    given = cur.split(8, policy, lambda: f"p{next(ids)}")
+    assert cur.cut_path == "group"
+    pieces = [cur.range, *given]
+    assert [p.end for p in pieces][-1] == f"{name}L002" and given[-1].start_after == f"{name}L001_R3"
+    assert [_held(keys, p) for p in pieces] == [1900, 900, 1200, 0]
+    whole = Cursor(KeyRange(id="w", start_after=leaf, end="runs/FC1/SMP000002-02/", estimate=32000))
+    whole.take(keys[:PAGE], True, "token-0")
+    given = whole.split(8, policy, lambda: f"q{next(ids)}")
+    assert whole.cut_path == "group"
+    assert whole.range.estimate == 1001 and {p.estimate for p in given} == {2002}
+
+
+def test_the_last_field_of_names_one_of_which_is_a_prefix_of_another() -> None:
+    """Where the last sorted name is shorter than the deepest position two others share ("d/b" after "d/aaaa1",
+    "d/aaaa2"), the last field is read in the pair that differs there. Read in the last name it raised IndexError
+    in a fleet lister once every split read the fields of pos's directory (GROUPS; before the fix,
+    tests/system/test_inventory_fleet.py's weird keys)."""
+    assert _last_field(["d/aaaa1", "d/aaaa2", "d/b"], 2) == 2  # "aaaa1": one field from the directory's start
+    assert _last_field(["d/x_01", "d/x_02", "d/y"], 2) == 4  # "01": after the separator
+    assert _last_field(["d/x_01", "d/x_02"], 2) == 4

@@ -40,7 +40,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .keys import ALPHABET_POSITIONS, Alphabet, CodeRun, Interval, char_after, code_run, common_prefix
+from .keys import (
+    ALPHABET_POSITIONS,
+    Alphabet,
+    CodeRun,
+    Interval,
+    char_after,
+    code_run,
+    common_prefix,
+)
 from .model import DirKnowledge, KeyRange
 
 # A remainder estimated as a tree (``Cursor._tree_estimate``): (keys left, of them in pos's directory,
@@ -231,6 +239,24 @@ COUNTER_MAX_AHEAD = 2**53
 # 31.9 s / 82.31 % LIST overhead before). The rollover cuts still land in empty space where a field ends below
 # its class's last digit (days past 28, lanes past 4): an open problem.
 MIN_GROUP_KEYS = 3
+
+# GROUPS. Where such names end in a counter ("<sample>_S1_L001_R1_0001.fastq.gz": lanes and reads, each a series of
+# numbered chunks), the names sharing pos's fields up to the counter are pos's *group* ("..._L001_R1_",
+# ``Cursor._pos_group``), and a remainder that reaches past it holds the group's rest, which the counter sizes (as
+# far again as it reached: COUNTER_AHEAD), and other groups, which nothing listed sizes. Sized as one series, a
+# directory of eight was listed a counter's doubling a hop, and a remainder crossing directories was sized at its
+# first series' rest and never asked about (simulator, 25M fastq-runs: a sample of 270,000 keys listed by one stream
+# from t = 4 to 21 s). So where a group holds at least a split floor of keys, the remainder is cut in two parts
+# (``Cursor._group_cuts``, cut path "group"): the group's rest in whole pages by its counter, then at the next value
+# of each field before the counter (``_field_cuts``: "L001_R2", "L002", not "L01"), each piece estimated as one
+# group. A piece cut so inside the directory carries that estimate, and its thief takes it for its own group's size
+# where it says more than the counter's reach. A smaller group leaves the directory to the other paths; wherever the
+# remainder reaches past pos's group its estimate is bounded by the group's counter (``_counter_left``,
+# ``Cursor._counter_group``), not by an interpolation that closed the read letter over G-Z and the lane digits over
+# 0-9 (a thief's piece "..._L003" to "..._L01" sized at 1.8M keys and cut 15 ways, 13 of them empty); and a remainder
+# so bounded is still asked about its directories (``explore_all``) while the bound is under two split floors: the
+# bound sizes the group, not what follows it (25M frames 16.0 -> 13.8 s). Simulator, 25M fastq-runs 22.1 -> 12.6 s,
+# 28.28 -> 11.79 % LIST overhead (seeds 1-2); at 100M and 1B, bench/RESULTS.md.
 
 # Cuts placed at the prefix's own level when nothing there was sampled: the space above is unknown, and
 # every cut that lands in empty space costs a request, so only a few.
@@ -689,7 +715,22 @@ class Cursor:
         if read <= 0:
             return None
         cap = self._counter_left(code, first, pos, objects)
+        if cap is None and (group := self._counter_group(end)) is not None:
+            # a page that spans a change of a field before the counter reads as no code: pos's group's
+            # counter bounds what is known of the remainder
+            cap = group[3]
         return frame, at, objects / read, math.inf if cap is None else cap
+
+    def _counter_group(self, end: str) -> tuple[Interval, int, float, float, float] | None:
+        """``_group_model`` of pos's group when the names of pos's directory are fields ending in a counter
+        and (pos, ``end``] reaches past the group; else None."""
+        if self.pos is None:
+            return None
+        leaf = _parent_of(self.pos)
+        group = self._pos_group(leaf)
+        if group is None or end < group[2]:
+            return None
+        return self._group_model(leaf, *group)
 
     def _aligned_cuts(
         self,
@@ -947,7 +988,9 @@ class Cursor:
         level first; the caller may send them at once, since each asks about a level of its own.
 
         Only a remainder that reaches past the directory ``pos`` is in, and is not known to be too small to
-        split, is asked about: each level it spans once, shallowest first. The shallowest is asked from
+        split, is asked about: each level it spans once, shallowest first. An estimate bounded by a counter's
+        reach (``capped``) sizes that counter's directory or group, not what follows it, and does not show the
+        remainder small (without, 25M frames 13.8 -> 16.0 s, fastq-runs 12.6 -> 35.4 s; bench/RESULTS.md). The shallowest is asked from
         ``pos`` on (its directories after ``pos`` are the cut points); the deeper ones, which hold ``pos``,
         from their start (their fan-out sizes the directories above them). The caller sends the request
         (adding Bucket) and hands the CommonPrefixes to ``take_dirs``.
@@ -959,7 +1002,7 @@ class Cursor:
             return []
         if policy is not None:
             est, _ = self._crossing_pages(policy.page_keys)
-            if est is not None and est < 2 * policy.min_split_pages:
+            if est is not None and est < 2 * policy.min_split_pages and self.capped != self.rev:
                 return []  # split would refuse it anyway
         out: list[dict[str, Any]] = []
         for i, level in enumerate(self._needed_levels(levels)):
@@ -1086,9 +1129,31 @@ class Cursor:
         if end is None:
             return None
         leaf = _parent_of(pos)
-        if len(leaf) <= len(self.prefix) or end < _past(leaf):
+        if len(leaf) <= len(self.prefix):
+            return None
+        if end < _past(leaf) and not self._past_group(leaf, end):
             return None
         return counter_left(code, first, pos, after)
+
+    def _past_group(self, leaf: str, end: str) -> bool:
+        """Whether ``end`` lies past pos's group of names in ``leaf``, pos's directory (``_pos_group``)."""
+        group = self._pos_group(leaf)
+        return group is not None and end >= group[2]
+
+    def _pos_group(self, leaf: str) -> tuple[list[str], int, str] | None:
+        """Where the names of ``leaf`` (pos's directory) are fields (``_fielded``): pos's *group*, the names
+        sharing pos's fields up to the last one the sampled names vary in ("..._L004_R2_" of
+        "..._L004_R2_0417.fastq.gz"), as (the sampled names with pos, sorted; where that last field starts;
+        the first key past the group); else None (see GROUPS)."""
+        names = self._leaf_names(leaf)
+        pos = self.pos
+        if names is None or pos is None or len(leaf) <= len(self.prefix):
+            return None
+        ordered, at = names
+        if not len(leaf) < at <= len(pos) or not _digit_field_before(pos, leaf, at):
+            return None
+        after = char_after(ord(pos[at - 1]))  # (the separator before the last field: "_" -> "`")
+        return None if after is None else (ordered, at, pos[: at - 1] + after)
 
     def _leaf_listed(self, leaf: str) -> tuple[str, int] | None:
         """(the first key taken in ``leaf``, pos's directory, and the keys taken in it up to pos), when every
@@ -1372,6 +1437,9 @@ class Cursor:
         rest = False
         est, tree = self._crossing_pages(policy.page_keys)
         known = self._known_dirs()
+        if not known and (grouped := self._group_cuts(min(ways, policy.max_ways), policy)) is not None:
+            self.cut_path = "group"
+            return self._give(*grouped, new_id)
         if est is not None:
             if (
                 est < 2 * policy.min_split_pages
@@ -1495,6 +1563,103 @@ class Cursor:
             cuts = cut_points(self.pos, self.range.end, self.prefix, self.sample, ways)
         each = int((est or 0) * policy.page_keys / (len(cuts) + 1))
         return self._give(cuts, [each] * (len(cuts) + 1), new_id)
+
+    def _group_model(
+        self, leaf: str, ordered: list[str], at: int, group_past: str
+    ) -> tuple[Interval, int, float, float, float] | None:
+        """The interpolation over pos's group in ``leaf`` (the names sharing pos's fields up to ``at``, where
+        the last field the sampled names ``ordered`` vary in starts) when that field is a counter
+        (``counter_left``): the interval from the group's first key taken to ``group_past``, pos's coordinate,
+        the keys a unit holds, the keys left in the group by the counter's reach and the keys before pos in it
+        (the counter's value times its density); else None."""
+        pos = self.pos
+        assert pos is not None
+        group = [k for k in ordered if k[:at] == pos[:at]]
+        listed = self._leaf_listed(leaf)
+        listed_first = listed[0] if listed is not None else None
+        if listed is not None and listed[0][:at] == pos[:at]:
+            first, objects = listed  # every key of the group from its first taken was taken here
+            group = sorted({first, *group})
+        else:
+            if not group:
+                return None
+            first = group[0]
+            sampled = sum(1 for k in self.sample if k[:at] == pos[:at])
+            objects = max(2, round(self.page_n * sampled / max(1, len(self.sample))))
+        if len(group) < MIN_GROUP_KEYS:
+            return None
+        code = code_run(group, len(leaf))
+        if code is None:
+            return None
+        digits = code.decimal()
+        a, b = digits.value(first), digits.value(pos)
+        if a is None or b is None or b <= a:
+            return None
+        # the keys after the group's first sampled name, by the page's share, are at most one a value
+        after = min(objects - 1, b - a) if first != listed_first else objects - 1
+        cap = counter_left(code, first, pos, after)
+        if cap is None:
+            return None  # not a counter: nothing bounds the group
+        frame = _frame(first, group_past, group, code)
+        if frame is None:
+            return None
+        c_first, c_pos = frame.coord(first), frame.coord(pos)
+        if c_pos <= c_first:
+            return None
+        return frame, c_pos, after / (c_pos - c_first), cap, after / (b - a) * (b + 1)
+
+    def _group_cuts(self, ways: int, policy: SplitPolicy) -> tuple[list[str], list[float]] | None:
+        """Cuts for a remainder in a directory whose names are fields ending in a counter (see GROUPS),
+        reaching past pos's group: the group's rest in whole pages by its counter (as far again as it reached,
+        or the donor's estimate if more), then the next values each field before the counter may take (as an
+        open remainder is cut), each piece sized as one group. None where this does not apply."""
+        pos, end = self.pos, self.range.end
+        if pos is None or ways < 2:
+            return None
+        leaf = _parent_of(pos)
+        group = self._pos_group(leaf)
+        if group is None or (end is not None and end < group[2]):
+            return None
+        ordered, at, group_past = group
+        model = self._group_model(leaf, ordered, at, group_past)
+        if model is None:
+            return None
+        frame, c_pos, per_unit, cap, before = model
+        inherited = self.inherited_pages(policy.page_keys)
+        start_after = self.range.start_after
+        if (
+            inherited is not None
+            and start_after is not None
+            and start_after > leaf
+            and start_after.startswith(leaf)
+        ):
+            # a piece cut inside the directory: its donor sized it as a group (or the rest of one)
+            cap = max(cap, inherited * policy.page_keys)
+        left = min(per_unit * (frame.coord(group_past) - c_pos), cap)
+        group_total = before + left
+        if group_total < policy.min_split_pages * policy.page_keys:
+            return None  # groups too small to be pieces of their own: the directory is cut as any other
+        ways_a = max(1, min(ways - 1, int(left / policy.page_keys // policy.min_split_pages)))
+        cuts: list[str] = []
+        sizes: list[float] = [left]
+        if ways_a >= 2:
+            aligned = self._aligned_cuts(ways_a, policy.page_keys, group_past, (frame, c_pos, per_unit, cap))
+            if aligned is not None:
+                cuts, sizes = aligned
+        if end is not None and end <= group_past:
+            return (cuts, sizes) if cuts else None
+        hi = _past(leaf) if end is None or end > _past(leaf) else end
+        more = _field_cuts(pos, at, leaf, ways - 1 - len(cuts), hi)
+        if not more:
+            if end is not None and end <= _past(leaf):
+                # the range ends at a field's next value in the directory (its donor's cut): between the
+                # group's end and there lies nothing likely, and the group's last piece reaches over it
+                return (cuts, sizes) if cuts else None
+            # what lies past the group, to the range's end, is a piece of its own
+            return [*cuts, group_past], [*sizes, group_total]
+        # the space between the group's end and the first cut (the field's next value) holds nothing
+        # likely: the group's last piece reaches over it
+        return [*cuts, *more], [*sizes, *([group_total] * len(more))]
 
     def _rollover_cuts(self, leaf: str, leaf_end: str, ways: int) -> list[str]:
         """Cut points in what is left of ``leaf``, pos's directory, whose names are fields of unknown extent
@@ -1650,6 +1815,27 @@ def _digit_field_before(name: str, leaf: str, last: int) -> bool:
     return any(f not in path and any("0" <= c <= "9" for c in f) for f in _fields(name[len(leaf) : last]))
 
 
+def _field_cuts(pos: str, at: int, leaf: str, budget: int, hi: str) -> list[str]:
+    """Up to ``budget`` cut points past pos's group of names in ``leaf`` (``Cursor._group_cuts``), below ``hi``:
+    for each field of pos before position ``at`` (where the group's counter starts), deepest first, that has a
+    digit last and is none of the directory path's, the next value of that digit ("R1" -> "R2", "L001" ->
+    "L002"; not "L01", whose piece would hold lanes 10 to 19). One value a field: a value past a field's last
+    is a piece found empty (a request), and the thief of the piece from "R2" cuts at "R3" in its turn (25M
+    fastq-runs, two values a field spread as ``_open_points`` spreads them: 12.1 s / 13.08 % LIST overhead,
+    one: 12.6 s / 11.79 %; seeds 1-2)."""
+    path_fields = _fields(leaf)
+    cuts: list[str] = []
+    for d in range(at - 2, len(leaf) - 1, -1):
+        if len(cuts) >= budget:
+            break
+        if not "0" <= pos[d] < "9" or pos[d + 1].isdigit() or _field_at(pos, d, len(leaf)) in path_fields:
+            continue
+        cut = pos[:d] + chr(ord(pos[d]) + 1)
+        if cut < hi:
+            cuts.append(cut)
+    return sorted(cuts)
+
+
 def _field_at(key: str, p: int, floor: int) -> str:
     """The field of ``key`` that position ``p`` is in ("" at a separator)."""
     if p >= len(key) or not key[p].isalnum():
@@ -1664,8 +1850,14 @@ def _last_field(ordered: Sequence[str], floor: int) -> int:
     """Where the last field the sorted keys ``ordered`` vary in starts (``_token_start`` of the deepest
     position where two neighbours differ): the hex tail of "2025-01-01-10-3049B0CE", the chunk number of
     "L001_R2_424.fastq.gz"."""
-    deepest = max((len(common_prefix(a, b)) for a, b in itertools.pairwise(ordered)), default=floor)
-    return _token_start(ordered[-1], deepest, floor)
+    deepest, key = floor, ordered[-1] if ordered else ""
+    for a, b in itertools.pairwise(ordered):
+        n = len(common_prefix(a, b))
+        if n > deepest:
+            deepest, key = n, b
+    if ordered and len(ordered[-1]) >= deepest:
+        key = ordered[-1]  # (a shorter last key, "a/b" after "a/aaaa", does not reach that position)
+    return _token_start(key, deepest, floor)
 
 
 def _weighted_cuts(
