@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import AnyStr
@@ -167,8 +168,10 @@ def code_run(keys: Sequence[str], start: int) -> CodeRun | None:
 
     The varying positions are those from where the first and last key differ to the end of that path
     segment. Their union of values is the alphabet when it has at least MIN_CODE_ALPHABET values; the code
-    extends left over constant positions whose values are in the alphabet (no "/" crossed) and right over
-    positions whose values all are.
+    extends left over constant positions whose values are in the alphabet (no "/" crossed), unless they hold a
+    calendar date (see _CALENDAR), and right over positions whose values all are. (Extended over the date a
+    day's CloudTrail names repeat, "..._20250707T<random>", a piece's cuts fell at "..._5kWww", "..._9V1ot",
+    past every name: simulator, 25M cloudtrail, 1,606 of the leaf path's 1,619 pieces empty.)
     """
     if len(keys) < 2:
         return None
@@ -192,15 +195,65 @@ def code_run(keys: Sequence[str], start: int) -> CodeRun | None:
     first = keys[0]
     while begin > start and ord(first[begin - 1]) in alphabet:
         begin -= 1
+    if begin < f and any(begin <= p < f for p in calendar_limits((first,))):
+        begin = f  # not over a date: "..._20250115T" before a random tail is the names' fixed text
     return CodeRun(begin, end, frozenset(alphabet))
+
+
+# Calendar fields. Dates and times in names ("2025-01-15", "20250115T", "2025-01-15-10-20-30", a directory
+# "2025/01/15/") are fields whose tens digits take few values: a month's 0-1, a day's 0-3, an hour's 0-2, a
+# minute's or second's 0-5. An alphabet that closes each digit position over 0-9 takes a year of hours (8,760) for a
+# million values, and cuts spread over it fall on days 40-99 and hours 30-99 (simulator, 25M access-logs-multi:
+# 3,968 of 7,382 pieces cut by interpolation empty). Where a name holds a date (a year 1900-2099 not preceded by a
+# letter or digit, then month and day, each part followed by no digit; then, each part followed by neither a letter
+# nor a digit, an hour, minute and second), the positions of its tens digits close only over those values
+# (``calendar_limits``). A value seen there stays whatever it is: a date read where there was none only narrows
+# where cuts fall, never what a range holds.
+_CALENDAR = re.compile(
+    r"(?<![0-9A-Za-z])(?:19|20)[0-9]{2}(?P<s>[-_./]?)(?P<mo>(?=0[1-9]|1[0-2])[01])[0-9]"
+    r"(?P=s)(?P<d>(?=0[1-9]|[12][0-9]|3[01])[0-3])[0-9](?![0-9])"
+    r"(?:[-_T./: ](?P<h>(?=[01][0-9]|2[0-3])[0-2])[0-9](?![0-9A-Za-z])"
+    r"(?:[-_.:](?P<mi>[0-5])[0-9](?![0-9A-Za-z])"
+    r"(?:[-_.:](?P<se>[0-5])[0-9](?![0-9A-Za-z]))?)?)?"
+)
+_CALENDAR_TENS = {
+    "mo": frozenset(range(0x30, 0x32)),
+    "d": frozenset(range(0x30, 0x34)),
+    "h": frozenset(range(0x30, 0x33)),
+    "mi": frozenset(range(0x30, 0x36)),
+    "se": frozenset(range(0x30, 0x36)),
+}
+
+
+def calendar_limits(keys: Iterable[str]) -> dict[int, frozenset[int]]:
+    """Positions of the tens digits of calendar fields in ``keys`` (see _CALENDAR) and the digits (code points)
+    each may take; a position two keys read differently is left out."""
+    limits: dict[int, frozenset[int]] = {}
+    dropped: set[int] = set()
+    for key in keys:
+        if "19" not in key and "20" not in key:
+            continue  # no year
+        for m in _CALENDAR.finditer(key):
+            for part, allowed in _CALENDAR_TENS.items():
+                p = m.start(part)
+                if p < 0 or p in dropped:
+                    continue
+                if limits.setdefault(p, allowed) != allowed:
+                    del limits[p]
+                    dropped.add(p)
+    return limits
 
 
 @functools.lru_cache(maxsize=4096)
 def _closed_column(
-    seen: frozenset[int], close_singletons: bool, code: frozenset[int] | None
+    seen: frozenset[int],
+    close_singletons: bool,
+    code: frozenset[int] | None,
+    limit: frozenset[int] | None = None,
 ) -> tuple[int, ...]:
     """A position's values, sorted, closed over ``Alphabet.CLASSES`` and the code's alphabet (``code``: the
-    position is inside the code); the same few columns recur at every split, so they are kept."""
+    position is inside the code), the digits the closure adds only those of ``limit`` where given (a calendar
+    field's tens digit); the same few columns recur at every split, so they are kept."""
     closed = set(seen)
     if code is not None and not seen.isdisjoint(code):
         closed.update(code)
@@ -208,6 +261,8 @@ def _closed_column(
         members = sum(1 for x in seen if lo <= x <= hi)
         if members >= 2 or (members and close_singletons):
             closed.update(range(lo, hi + 1))
+    if limit is not None:
+        closed = {v for v in closed if v in seen or v in limit or v not in DECIMAL_DIGITS}
     return tuple(sorted(closed))
 
 
@@ -233,10 +288,17 @@ class Alphabet:
     # Hex letters are a class of their own: a position that shows only a-f is hex, not the whole alphabet.
     CLASSES = ((0x30, 0x39), (0x41, 0x46), (0x47, 0x5A), (0x61, 0x66), (0x67, 0x7A))
 
-    def __init__(self, close_singletons: bool = False, code: CodeRun | None = None) -> None:
+    def __init__(
+        self,
+        close_singletons: bool = False,
+        code: CodeRun | None = None,
+        limits: dict[int, frozenset[int]] | None = None,
+    ) -> None:
         self.close_singletons = close_singletons
         # code (see ``code_run``): positions inside the code the keys end in take its whole alphabet
         self.code = code
+        # position -> the digits its closure may add (``calendar_limits``)
+        self.limits = limits or {}
         self._seen: list[set[int]] = []
         self._cols: list[Sequence[int] | None] = []
         # (start, n) -> the columns, their radices and suffix products over that window (see ``coord``)
@@ -284,7 +346,9 @@ class Alphabet:
         if col is None:
             code = self.code
             alphabet = code.alphabet if code is not None and code.covers(p) else None
-            col = self._cols[p] = _closed_column(frozenset(self._seen[p]), self.close_singletons, alphabet)
+            col = self._cols[p] = _closed_column(
+                frozenset(self._seen[p]), self.close_singletons, alphabet, self.limits.get(p)
+            )
         return col
 
     @property

@@ -42,9 +42,11 @@ from typing import Any
 
 from .keys import (
     ALPHABET_POSITIONS,
+    DECIMAL_DIGITS,
     Alphabet,
     CodeRun,
     Interval,
+    calendar_limits,
     char_after,
     code_run,
     common_prefix,
@@ -258,6 +260,15 @@ MIN_GROUP_KEYS = 3
 # bound sizes the group, not what follows it (25M frames 16.0 -> 13.8 s). Simulator, 25M fastq-runs 22.1 -> 12.6 s,
 # 28.28 -> 11.79 % LIST overhead (seeds 1-2); at 100M and 1B, bench/RESULTS.md.
 
+# An estimate of more keys than S3 holds in all (over 400 trillion objects in 2025, about 4e14) is no size: it
+# comes from an interpolation over an alphabet no name fills (a remainder across directories, a directory's names
+# read as one code over their fields), and a directory of fields that roll over in a piece that carried one was
+# taken as sized by its donor (``_leaf_open``): six buckets' access logs, a bucket's rest carried at 3.4e20 keys was
+# sized by its stream as the rest of one day (with the calendar's limits, ``keys.calendar_limits``) and listed alone
+# a day a hop (simulator, 25M access-logs-multi 41.3 s; 14.3 s with the rule). (Taken as no estimate anywhere, as
+# ``inherited_pages``: 25M users 12.6 -> 13.6 s.)
+MAX_ESTIMATE_KEYS = 10**15
+
 # Cuts placed at the prefix's own level when nothing there was sampled: the space above is unknown, and
 # every cut that lands in empty space costs a request, so only a few.
 UNKNOWN_LEVEL_CUTS = 4
@@ -359,9 +370,10 @@ def _frame(
     lo: str, hi: str, keys: Iterable[str], code: CodeRun | None, close_singletons: bool = False
 ) -> Interval | None:
     """The interval (lo, hi) in the alphabet learned from ``keys`` and both bounds; None when empty."""
-    alphabet = Alphabet(close_singletons=close_singletons, code=code)
+    keys = (*keys, lo, hi)
+    alphabet = Alphabet(close_singletons=close_singletons, code=code, limits=calendar_limits(keys))
     start = len(common_prefix(lo, hi))  # the interval's coordinates read these positions only
-    alphabet.add_keys((*keys, lo, hi), start, start + ALPHABET_POSITIONS)
+    alphabet.add_keys(keys, start, start + ALPHABET_POSITIONS)
     try:
         return Interval(lo, hi, alphabet)
     except ValueError:
@@ -399,6 +411,7 @@ def _open_points(
     """
     base = len(prefix)
     ordered = sorted({*sample, lo})
+    limits = calendar_limits(ordered)
     diffs = [len(common_prefix(a, b)) for a, b in itertools.pairwise(ordered)]
     deepest = min(max([base, *diffs]), max(base, len(lo) - 1))
     levels: list[tuple[int, list[int]]] = []
@@ -418,6 +431,9 @@ def _open_points(
             values = _open_cut_values(everywhere, above, UNKNOWN_LEVEL_CUTS + 1)
         else:
             values = list(range(max(above + 1, 0x31), 0x3A)) if 0x30 <= above <= 0x39 else []
+        if d in limits:
+            # a calendar field's tens digit: no cut past its last value (a day's 3)
+            values = [v for v in values if v in limits[d] or v not in DECIMAL_DIGITS]
         if values:
             levels.append((d, values))
     # The cuts are shared out evenly between the levels (a level gets no more than it has values),
@@ -1179,7 +1195,8 @@ class Cursor:
         lowest ("..._20250115T" before a random tail, the date every name of a day's directory repeats) is
         part of the names' fixed text, and the code starts after it. (Read as code, the date's nine positions
         of 62 values sized a directory of about 3,000 keys at 3.6e19, and its pieces were empty: simulator,
-        25M cloudtrail 38.3 s / 281 % LIST overhead -> 18.5 s / 16.07 %; bench/RESULTS.md.)"""
+        25M cloudtrail 38.3 s / 281 % LIST overhead -> 18.5 s / 16.07 %; bench/RESULTS.md.) Where the range began
+        inside the directory, ``code_run`` itself does not extend a code over a calendar date."""
         code = code_run(ordered, len(leaf))
         start_after = self.range.start_after
         if code is None or (start_after is not None and start_after > leaf and start_after.startswith(leaf)):
@@ -1269,7 +1286,11 @@ class Cursor:
             return False
         if self._sibling_mean(_parent(leaf)) is not None and not self._outgrew(leaf):
             return False  # sized as its siblings, and not twice their size yet
-        if not self.has_split and self.inherited_pages() is not None:
+        if (
+            not self.has_split
+            and self.inherited_pages() is not None
+            and self.range.estimate <= MAX_ESTIMATE_KEYS
+        ):
             return False  # its donor sized it (a size of its own, set by its own splits, is no news)
         return self._fields_rolled(leaf)
 
