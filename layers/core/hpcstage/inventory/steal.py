@@ -380,6 +380,19 @@ def _frame(
         return None
 
 
+def _listed_frame(
+    first: str, hi: str, names: Iterable[str], code: CodeRun | None, pos: str
+) -> tuple[Interval, int, int] | None:
+    """The interval (first, hi) in the alphabet of ``names`` (``_frame``) and the coordinates of ``first`` and
+    ``pos`` in it: the span a cursor listed, whose density sizes what lies ahead; None when the interval is empty
+    or pos is not past first in it."""
+    frame = _frame(first, hi, names, code)
+    if frame is None:
+        return None
+    c_first, c_pos = frame.coord(first), frame.coord(pos)
+    return (frame, c_first, c_pos) if c_pos > c_first else None
+
+
 def code_top(code: CodeRun | None, ordered: Sequence[str], prefix: str) -> str | None:
     """When the keys under ``prefix`` are one code (hex names, ids; no directories): the first key past
     every key the code's alphabet can spell (``prefix + "g"`` for hex names); else None."""
@@ -1361,12 +1374,10 @@ class Cursor:
         last = pos[: code.start] + chr(max(code.alphabet)) * (code.end - code.start) + pos[code.end :]
         if last <= pos:
             return None
-        frame = _frame(first, last, ordered, code)
-        if frame is None:
+        span = _listed_frame(first, last, ordered, code, pos)
+        if span is None:
             return None
-        c_first, c_pos = frame.coord(first), frame.coord(pos)
-        if c_pos <= c_first:
-            return None
+        frame, c_first, c_pos = span
         after = objects - 1  # the keys taken after first
         cap = self._counter_left(code, first, pos, after)
         return frame, c_pos, after / (c_pos - c_first), math.inf if cap is None else cap
@@ -1621,12 +1632,10 @@ class Cursor:
         cap = counter_left(code, first, pos, after)
         if cap is None:
             return None  # not a counter: nothing bounds the group
-        frame = _frame(first, group_past, group, code)
-        if frame is None:
+        span = _listed_frame(first, group_past, group, code, pos)
+        if span is None:
             return None
-        c_first, c_pos = frame.coord(first), frame.coord(pos)
-        if c_pos <= c_first:
-            return None
+        frame, c_first, c_pos = span
         return frame, c_pos, after / (c_pos - c_first), cap, after / (b - a) * (b + 1)
 
     def _group_cuts(self, ways: int, policy: SplitPolicy) -> tuple[list[str], list[float]] | None:
