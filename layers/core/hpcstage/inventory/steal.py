@@ -247,18 +247,18 @@ MIN_GROUP_KEYS = 3
 # ``Cursor._pos_group``), and a remainder that reaches past it holds the group's rest, which the counter sizes (as
 # far again as it reached: COUNTER_AHEAD), and other groups, which nothing listed sizes. Sized as one series, a
 # directory of eight was listed a counter's doubling a hop, and a remainder crossing directories was sized at its
-# first series' rest and never asked about (simulator, 25M fastq-runs: a sample of 270,000 keys listed by one stream
-# from t = 4 to 21 s). So where a group holds at least a split floor of keys, the remainder is cut in two parts
+# first series' rest and never asked about (simulator, 25M fastq-runs: 19 hops through one sample from t = 12.2 to
+# 21 s). So where a group holds at least a split floor of keys, the remainder is cut in two parts
 # (``Cursor._group_cuts``, cut path "group"): the group's rest in whole pages by its counter, then at the next value
 # of each field before the counter (``_field_cuts``: "L001_R2", "L002", not "L01"), each piece estimated as one
 # group. A piece cut so inside the directory carries that estimate, and its thief takes it for its own group's size
 # where it says more than the counter's reach. A smaller group leaves the directory to the other paths; wherever the
 # remainder reaches past pos's group its estimate is bounded by the group's counter (``_counter_left``,
 # ``Cursor._counter_group``), not by an interpolation that closed the read letter over G-Z and the lane digits over
-# 0-9 (a thief's piece "..._L003" to "..._L01" sized at 1.8M keys and cut 15 ways, 13 of them empty); and a remainder
-# so bounded is still asked about its directories (``explore_all``) while the bound is under two split floors: the
-# bound sizes the group, not what follows it (25M frames 16.0 -> 13.8 s). Simulator, 25M fastq-runs 22.1 -> 12.6 s,
-# 28.28 -> 11.79 % LIST overhead (seeds 1-2); at 100M and 1B, bench/RESULTS.md.
+# 0-9 (a thief's piece "..._L002" to "..._L01" sized at 1.86M keys a piece and cut 7 ways, 5 of them empty); and a
+# remainder so bounded is still asked about its directories (``explore_all``) while the bound is under two split
+# floors: the bound sizes the group, not what follows it (25M frames 16.0 -> 13.8 s). Simulator, 25M fastq-runs
+# 22.1 -> 12.6 s, 28.28 -> 11.79 % LIST overhead (seeds 1-2); at 100M and 1B, bench/RESULTS.md.
 
 # An estimate of more keys than S3 holds in all (over 400 trillion objects in 2025, about 4e14) is no size: it
 # comes from an interpolation over an alphabet no name fills (a remainder across directories, a directory's names
@@ -1019,10 +1019,10 @@ class Cursor:
         Only a remainder that reaches past the directory ``pos`` is in, and is not known to be too small to
         split, is asked about: each level it spans once, shallowest first. An estimate bounded by a counter's
         reach (``capped``) sizes that counter's directory or group, not what follows it, and does not show the
-        remainder small (without, 25M frames 13.8 -> 16.0 s, fastq-runs 12.6 -> 35.4 s; bench/RESULTS.md). The shallowest is asked from
-        ``pos`` on (its directories after ``pos`` are the cut points); the deeper ones, which hold ``pos``,
-        from their start (their fan-out sizes the directories above them). The caller sends the request
-        (adding Bucket) and hands the CommonPrefixes to ``take_dirs``.
+        remainder small (without, 25M frames 13.8 -> 16.0 s, fastq-runs 12.6 -> 35.4 s; bench/RESULTS.md). The
+        shallowest is asked from ``pos`` on (its directories after ``pos`` are the cut points); the deeper ones,
+        which hold ``pos``, from their start (their fan-out sizes the directories above them). The caller sends
+        the request (adding Bucket) and hands the CommonPrefixes to ``take_dirs``.
         """
         if self.done or ways < 2 or not self.pages or self.pos is None:
             return []
@@ -1641,8 +1641,9 @@ class Cursor:
     def _group_cuts(self, ways: int, policy: SplitPolicy) -> tuple[list[str], list[float]] | None:
         """Cuts for a remainder in a directory whose names are fields ending in a counter (see GROUPS),
         reaching past pos's group: the group's rest in whole pages by its counter (as far again as it reached,
-        or the donor's estimate if more), then the next values each field before the counter may take (as an
-        open remainder is cut), each piece sized as one group. None where this does not apply."""
+        or the donor's estimate of a piece cut inside the directory if more), then the next value of each field
+        before the counter (``_field_cuts``), each piece sized as one group; cuts and sizes as ``_give`` takes
+        them. None where this does not apply: no such group, or one of under a split floor of keys."""
         pos, end = self.pos, self.range.end
         if pos is None or ways < 2:
             return None
