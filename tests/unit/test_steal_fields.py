@@ -1,7 +1,8 @@
 """Names made of fields (steal.MIN_GROUP_KEYS, steal.GROUPS): a flat directory of access logs whose date and hour
 roll over, and sample directories of lanes, reads and chunks. The first and third tests fail on 62db0db's engine
-(before this work), the fourth on 65195de's, the fifth on cd375ae's, the last three (series of numbered chunks) on
-fe2e721's; the second holds on all (an open directory needs fields that have rolled over)."""
+(before this work), the fourth on 65195de's, the fifth on cd375ae's, the three on series of numbered chunks on
+fe2e721's; the second holds on all (an open directory needs fields that have rolled over). The last two guard the
+group rules' edges: names of which one is a prefix of another, and any series layout split anywhere tiles its keys."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import random
 from fakes import FakeS3, answer_explores, list_ranges
 from hpcstage.inventory.model import KeyRange
 from hpcstage.inventory.steal import Cursor, SplitPolicy, _last_field
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 PAGE = 1000
 
@@ -250,3 +253,50 @@ def test_the_last_field_of_names_one_of_which_is_a_prefix_of_another() -> None:
     assert _last_field(["d/aaaa1", "d/aaaa2", "d/b"], 2) == 2  # "aaaa1": one field from the directory's start
     assert _last_field(["d/x_01", "d/x_02", "d/y"], 2) == 4  # "01": after the separator
     assert _last_field(["d/x_01", "d/x_02"], 2) == 4
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 3),
+    st.integers(1, 9),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(50, 3000),
+    st.integers(0, 3),
+    st.integers(2, 16),
+    st.integers(0, 2**32),
+)
+def test_group_cuts_tile_any_series_layout(
+    samples: int, s_no: int, lanes: int, reads: int, chunks: int, digits: int, ways: int, seed: int
+) -> None:
+    """Directories of series of numbered chunks in any count and width, a piece of them from a random key to a
+    random end (or open), one page listed, then a split: every piece, the donor's rest included, starts after the
+    one before, and listed to their ends they give every key after pos once (GROUPS)."""
+    rnd = random.Random(seed)
+    width = max(len(str(chunks)), digits)
+    keys = sorted(
+        f"runs/F/SMP{i:03d}-{i}/SMP{i:03d}_S{s_no + i}_L00{lane}_R{read}_{c:0{width}d}.fastq.gz"
+        for i in range(samples)
+        for lane in range(1, lanes + 1)
+        for read in range(1, reads + 1)
+        for c in range(1, chunks + 1)
+    )
+    s3 = FakeS3(keys)
+    lo = rnd.randrange(len(keys) // 2)
+    hi = rnd.choice([None, keys[rnd.randrange(lo + 1, len(keys))], "runs/F/SMP~"])
+    start = keys[lo] if lo else None
+    page = [k for k in keys if (start is None or k > start) and (hi is None or k <= hi)][:PAGE]
+    cur = Cursor(KeyRange(id="r", start_after=start, end=hi, estimate=rnd.choice([0, 1000, 10**20])))
+    cur.take(page, True, "token-0")
+    if cur.done or cur.pos is None:
+        return
+    policy = SplitPolicy(min_split_pages=rnd.choice([0.5, 1, 2, 8]), page_keys=PAGE)
+    answer_explores(cur, s3, ways, policy)
+    ids = itertools.count()
+    given_pieces = cur.split(ways, policy, lambda: f"p{next(ids)}")
+    bounds = [cur.pos, cur.range.end, *(p.end for p in given_pieces)]
+    assert all(a is not None and (b is None or a < b) for a, b in itertools.pairwise(bounds[1:]))
+    assert cur.range.end is None or cur.pos <= cur.range.end or cur.done
+    rest = KeyRange(id="r", start_after=cur.pos, end=cur.range.end)
+    want = [k for k in keys if k > cur.pos and (hi is None or k <= hi)]
+    assert list_ranges(s3, [rest, *given_pieces], PAGE) == want
