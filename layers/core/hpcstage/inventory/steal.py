@@ -747,19 +747,29 @@ class Cursor:
         if cap is None and (group := self._counter_group(end)) is not None:
             # a page that spans a change of a field before the counter reads as no code: pos's group's
             # counter bounds what is known of the remainder
-            cap = group[3]
+            cap = group[2][3]
         return frame, at, objects / read, math.inf if cap is None else cap
 
-    def _counter_group(self, end: str) -> tuple[Interval, int, float, float, float] | None:
-        """``_group_model`` of pos's group when the names of pos's directory are fields ending in a counter
-        and (pos, ``end``] reaches past the group; else None."""
+    def _counter_group(
+        self, end: str | None
+    ) -> tuple[int, str, tuple[Interval, int, float, float, float]] | None:
+        """Where the names of pos's directory are fields ending in a counter and (pos, ``end``] reaches past
+        pos's group (``end`` None: an open remainder does): (where the counter starts, the first key past the
+        group, ``_group_model``); else None."""
         if self.pos is None:
             return None
         leaf = _parent_of(self.pos)
         group = self._pos_group(leaf)
-        if group is None or end < group[2]:
+        if group is None or (end is not None and end < group[2]):
             return None
-        return self._group_model(leaf, *group)
+        ordered, at, group_past = group
+        model = self._group_model(leaf, ordered, at, group_past)
+        return None if model is None else (at, group_past, model)
+
+    def _began_inside(self, leaf: str) -> bool:
+        """Whether the range began inside directory ``leaf``: its first key taken is not its first name."""
+        start_after = self.range.start_after
+        return start_after is not None and start_after > leaf and start_after.startswith(leaf)
 
     def _aligned_cuts(
         self,
@@ -1211,8 +1221,7 @@ class Cursor:
         25M cloudtrail 38.3 s / 281 % LIST overhead -> 18.5 s / 16.07 %; bench/RESULTS.md.) Where the range began
         inside the directory, ``code_run`` itself does not extend a code over a calendar date."""
         code = code_run(ordered, len(leaf))
-        start_after = self.range.start_after
-        if code is None or (start_after is not None and start_after > leaf and start_after.startswith(leaf)):
+        if code is None or self._began_inside(leaf):
             return code  # the range began inside the directory: its first key taken is not its first name
         first = ordered[0]
         low = min(code.alphabet)
@@ -1647,23 +1656,13 @@ class Cursor:
         pos, end = self.pos, self.range.end
         if pos is None or ways < 2:
             return None
+        grouped = self._counter_group(end)
+        if grouped is None:
+            return None
+        at, group_past, (frame, c_pos, per_unit, cap, before) = grouped
         leaf = _parent_of(pos)
-        group = self._pos_group(leaf)
-        if group is None or (end is not None and end < group[2]):
-            return None
-        ordered, at, group_past = group
-        model = self._group_model(leaf, ordered, at, group_past)
-        if model is None:
-            return None
-        frame, c_pos, per_unit, cap, before = model
         inherited = self.inherited_pages(policy.page_keys)
-        start_after = self.range.start_after
-        if (
-            inherited is not None
-            and start_after is not None
-            and start_after > leaf
-            and start_after.startswith(leaf)
-        ):
+        if inherited is not None and self._began_inside(leaf):
             # a piece cut inside the directory: its donor sized it as a group (or the rest of one)
             cap = max(cap, inherited * policy.page_keys)
         left = min(per_unit * (frame.coord(group_past) - c_pos), cap)
